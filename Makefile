@@ -1,0 +1,130 @@
+# h2park: everything builds into $(BUILD) (build/ by default).
+#
+#   make                   the daemon, libscalloc.a, tools, tests and benches
+#   make run               build and start the daemon on the embedded default config
+#   make test              build and run every test; SAN=1 under ASan+UBSan
+#   make bench-alloc       allocator benchmark (figures in the README)
+#   make bench-coro        coroutine benchmark
+#
+# Build options (a change of any of them rebuilds everything):
+#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1  STACK_PAINT=0|1
+
+BUILD ?= build
+SIZE_SPECIALIZED ?= 1
+CORO ?= asm
+SAN ?= 0
+STACK_PAINT ?= 0
+
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Werror -Wno-error=unused-command-line-argument
+ifneq ($(shell $(CC) -v 2>&1 | grep -c clang),1)
+WARN := -Wall -Wextra -Werror
+endif
+DEFS := -DSC_SIZE_SPECIALIZED=$(SIZE_SPECIALIZED) -DCORO_STACK_PAINT=$(STACK_PAINT)
+ifeq ($(CORO),ucontext)
+DEFS += -DCORO_UCONTEXT=1
+endif
+SANFLAGS :=
+ifeq ($(SAN),1)
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(SANFLAGS) $(DEFS) -pthread \
+              -I$(BUILD)/gen -Ialloc -Icoro -Iserver
+LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
+SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
+
+# Objects depend on the flags they were built with.
+FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL)
+$(shell mkdir -p $(BUILD)/obj $(BUILD)/gen; \
+  echo '$(FLAGS_STR)' | cmp -s - $(BUILD)/flags || echo '$(FLAGS_STR)' > $(BUILD)/flags)
+
+ALLOC_SRC := alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c alloc/malloc.c \
+             alloc/growth.c alloc/stats.c alloc/valgrind.c
+ALLOC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/obj/%.o)
+GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h
+
+CORO_SRC := coro/coro.c coro/switch_ucontext.c
+CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
+CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
+
+SERVER_SRC := $(sort $(wildcard server/*.c))
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+
+UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro
+BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
+
+TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
+ifneq ($(SERVER_SRC),)
+TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
+endif
+
+.PHONY: all run test bench-alloc bench-coro deps-build deps-test deps-bench clean
+all: $(BUILD)/.deps-build $(TARGETS)
+
+$(BUILD)/.deps-build: scripts/ensure-deps.sh
+	@scripts/ensure-deps.sh build && touch $@
+$(BUILD)/.deps-test: scripts/ensure-deps.sh
+	@scripts/ensure-deps.sh test && touch $@
+$(BUILD)/.deps-bench: scripts/ensure-deps.sh
+	@scripts/ensure-deps.sh bench && touch $@
+
+$(BUILD)/mksizeclasses: alloc/mksizeclasses.c
+	$(CC) -std=gnu11 -O1 $(WARN) -o $@ $<
+$(BUILD)/gen/sc_sizeclasses.h: $(BUILD)/mksizeclasses
+	$< tables > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/sc_specialized.h: $(BUILD)/mksizeclasses
+	$< specialized > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/%.o: %.c $(GEN) $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/obj/%.o: %.S $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/libscalloc.a: $(ALLOC_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/libcoro.a: $(CORO_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/sc-classes: $(BUILD)/obj/alloc/sc_classes.o $(BUILD)/libscalloc.a
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+
+$(BUILD)/h2park: $(SERVER_OBJ) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+
+$(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/test_coro: $(BUILD)/obj/tests/test_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/test_config: $(BUILD)/obj/tests/test_config.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+
+$(BUILD)/bench/bench_alloc: bench/bench_alloc.c $(BUILD)/libscalloc.a $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ bench/bench_alloc.c $(BUILD)/libscalloc.a -ldl $(LDFLAGS_ALL)
+$(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+
+run: all
+	@scripts/run-default.sh $(BUILD)
+
+test: $(BUILD)/.deps-test all
+	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
+
+bench-alloc: $(BUILD)/.deps-bench all
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park
+	@BUILD=$(BUILD) bench/bench-alloc.sh
+
+bench-coro: $(BUILD)/.deps-bench all
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext $(BUILD)/ucontext/bench/bench_coro
+	@BUILD=$(BUILD) bench/bench-coro.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,244 @@
+/* The per-thread cache (Go's mcache): one current span per span class, plus the other
+ * spans this thread owns, so that the common malloc and the common free of an object the
+ * thread owns take no lock and no atomic read-modify-write.
+ *
+ * Unlike Go, where the garbage collector sweeps, frees here are explicit; a span stays
+ * with the thread that carved it, so a thread freeing its own objects always takes the
+ * fast path however many spans they spread over.  When the current span runs dry,
+ * refill looks, in order, at its local frees, its remote frees, a few of the thread's
+ * other spans (oldest first, rotating full ones to the back), a central span abandoned
+ * by an exited thread, and finally fresh pages.  Empty spans go back to the page heap
+ * when refill meets them or when the cache is trimmed (sc_scavenge asks every cache).
+ * The cache itself is static TLS, so the fast path reaches it with one segment-relative
+ * load and needs no initialisation check: an unused slot points at an empty span. */
+#include <errno.h>
+#include <pthread.h>
+
+#include "internal.h"
+
+#define REFILL_SCAN 8
+
+sc_span sc_empty_span;
+__thread sc_cache sc_tls __attribute__((tls_model("local-exec"))) = {
+    .cur = { [0 ... SC_NSPANCLASS - 1] = &sc_empty_span },
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static sc_cache *registry;
+static uint64_t exited_nmalloc[SC_NSPANCLASS], exited_nfree[SC_NSPANCLASS];
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static _Atomic unsigned trim_epoch;
+
+static void others_push_tail(sc_cache *c, unsigned sc, sc_span *s)
+{
+    sc_span *head = c->others[sc];
+    if (!head) {
+        s->next = s->prev = s;
+        c->others[sc] = s;
+        return;
+    }
+    s->next = head;
+    s->prev = head->prev;
+    head->prev->next = s;
+    head->prev = s;
+}
+
+static void others_remove(sc_cache *c, unsigned sc, sc_span *s)
+{
+    if (s->next == s) {
+        c->others[sc] = NULL;
+    } else {
+        s->prev->next = s->next;
+        s->next->prev = s->prev;
+        if (c->others[sc] == s)
+            c->others[sc] = s->next;
+    }
+    s->next = s->prev = NULL;
+}
+
+static void cache_flush(sc_cache *c)
+{
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
+        if (c->cur[sc] != &sc_empty_span)
+            sc_central_abandon(c->cur[sc]);
+        c->cur[sc] = &sc_empty_span;
+        while (c->others[sc]) {
+            sc_span *s = c->others[sc];
+            others_remove(c, sc, s);
+            sc_central_abandon(s);
+        }
+    }
+}
+
+static void thread_exit(void *arg)
+{
+    sc_cache *c = arg;
+    cache_flush(c);
+    pthread_mutex_lock(&registry_lock);
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
+        exited_nmalloc[sc] += c->nmalloc[sc];
+        exited_nfree[sc] += c->nfree[sc];
+        __atomic_store_n(&c->nmalloc[sc], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->nfree[sc], 0, __ATOMIC_RELAXED);
+    }
+    if (c->reg_prev)
+        c->reg_prev->reg_next = c->reg_next;
+    else
+        registry = c->reg_next;
+    if (c->reg_next)
+        c->reg_next->reg_prev = c->reg_prev;
+    c->reg_next = c->reg_prev = NULL;
+    c->registered = false;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void make_exit_key(void)
+{
+    if (pthread_key_create(&exit_key, thread_exit))
+        sc_fatal("cannot create the thread-exit key");
+}
+
+void sc_cache_register(sc_cache *c)
+{
+    sc_heap_init();
+    pthread_once(&exit_key_once, make_exit_key);
+    /* A thread that allocates again from a later destructor registers again, and the
+     * key's destructor runs once more for it. */
+    pthread_setspecific(exit_key, c);
+    pthread_mutex_lock(&registry_lock);
+    c->reg_prev = NULL;
+    c->reg_next = registry;
+    if (registry)
+        registry->reg_prev = c;
+    registry = c;
+    c->registered = true;
+    c->trim_epoch = atomic_load_explicit(&trim_epoch, memory_order_relaxed);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* Moves the local (and remote) frees of s onto its allocation list. */
+static void span_gather(sc_span *s)
+{
+    sc_span_collect_remote(s);
+    if ((uintptr_t)s->local_free != s->end) {
+        s->free = sc_list_concat(s, s->local_free, s->free);
+        s->local_free = (void *)s->end;
+    }
+}
+
+static bool span_has_free(const sc_span *s) { return (uintptr_t)s->free != s->end; }
+
+static sc_span *fresh_span(unsigned sc)
+{
+    unsigned cls = SC_SPANCLASS_CLASS(sc);
+    sc_span *s = sc_heap_alloc(sc_class_npages[cls], false, SC_SPANCLASS_STACK(sc), false);
+    if (!s)
+        return NULL;
+    sc_span_init_small(s, sc);
+    atomic_store_explicit(&s->owner, sc_thread_id(), memory_order_relaxed);
+    return s;
+}
+
+void sc_cache_trim(sc_cache *c)
+{
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
+        size_t n = 0;
+        if (c->others[sc])
+            for (sc_span *s = c->others[sc]; n == 0 || s != c->others[sc]; s = s->next)
+                n++;
+        /* One full turn: empty spans leave, the rest come back in the same order. */
+        while (n--) {
+            sc_span *s = c->others[sc];
+            others_remove(c, sc, s);
+            span_gather(s);
+            if (s->used == 0)
+                sc_heap_free(s);
+            else
+                others_push_tail(c, sc, s);
+        }
+        sc_span *cur = c->cur[sc];
+        if (cur != &sc_empty_span) {
+            span_gather(cur);
+            if (cur->used == 0) {
+                sc_heap_free(cur);
+                c->cur[sc] = &sc_empty_span;
+            }
+        }
+    }
+}
+
+void *sc_cache_refill(sc_cache *c, unsigned sc)
+{
+    if (SC_UNLIKELY(!c->registered))
+        sc_cache_register(c);
+    unsigned epoch = atomic_load_explicit(&trim_epoch, memory_order_relaxed);
+    if (SC_UNLIKELY(c->trim_epoch != epoch)) {
+        c->trim_epoch = epoch;
+        sc_cache_trim(c);
+    }
+    sc_span *cur = c->cur[sc];
+    if (cur != &sc_empty_span) {
+        span_gather(cur);
+        if (span_has_free(cur))
+            return sc_span_pop(c, cur, sc);
+    }
+    sc_span *pick = NULL;
+    for (int i = 0; i < REFILL_SCAN && c->others[sc] && !pick; i++) {
+        sc_span *s = c->others[sc];
+        others_remove(c, sc, s);
+        span_gather(s);
+        if (span_has_free(s))
+            pick = s;
+        else
+            others_push_tail(c, sc, s);
+    }
+    if (!pick)
+        pick = sc_central_adopt(sc);
+    if (!pick)
+        pick = fresh_span(sc);
+    if (!pick) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (cur != &sc_empty_span)
+        others_push_tail(c, sc, cur);
+    if (SC_UNLIKELY(sc_heap.valgrind)) {
+        /* Under valgrind nothing is current, so every malloc comes here and is
+         * announced; the span waits at the head of the list for the next one. */
+        c->cur[sc] = &sc_empty_span;
+        others_push_tail(c, sc, pick);
+        c->others[sc] = pick;
+        sc_vg_defined(pick->free, sizeof(uintptr_t));
+        void *p = sc_span_pop(c, pick, sc);
+        sc_vg_malloclike(p, pick->elemsize);
+        return p;
+    }
+    c->cur[sc] = pick;
+    return sc_span_pop(c, pick, sc);
+}
+
+void sc_trim_all_caches(void)
+{
+    atomic_fetch_add_explicit(&trim_epoch, 1, memory_order_relaxed);
+    sc_cache *c = &sc_tls;
+    if (c->registered) {
+        c->trim_epoch = atomic_load_explicit(&trim_epoch, memory_order_relaxed);
+        sc_cache_trim(c);
+    }
+}
+
+void sc_cache_sum(uint64_t nmalloc[SC_NSPANCLASS], uint64_t nfree[SC_NSPANCLASS])
+{
+    pthread_mutex_lock(&registry_lock);
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
+        nmalloc[sc] = exited_nmalloc[sc];
+        nfree[sc] = exited_nfree[sc];
+    }
+    for (sc_cache *c = registry; c; c = c->reg_next)
+        for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
+            nmalloc[sc] += __atomic_load_n(&c->nmalloc[sc], __ATOMIC_RELAXED);
+            nfree[sc] += __atomic_load_n(&c->nfree[sc], __ATOMIC_RELAXED);
+        }
+    pthread_mutex_unlock(&registry_lock);
+}

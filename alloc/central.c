@@ -1,0 +1,104 @@
+/* Central span lists (Go's mcentral): spans no thread owns, one pair of lists per span
+ * class, each under its own lock.
+ *
+ * A span lands here when its thread exits (or trims its cache) while objects in it are
+ * still live.  Frees into such a span take the lock; once the last object is freed the
+ * span goes back to the page heap at once.  A thread that needs a span adopts a partial
+ * one from here before asking the page heap for fresh pages, so memory freed by other
+ * threads is reused first. */
+#include "internal.h"
+
+struct central {
+    pthread_mutex_t lock;
+    sc_span *partial, *full;
+};
+
+static struct central central[SC_NSPANCLASS] = {
+    [0 ... SC_NSPANCLASS - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER },
+};
+
+static void list_push(sc_span **head, sc_span *s)
+{
+    s->prev = NULL;
+    s->next = *head;
+    if (*head)
+        (*head)->prev = s;
+    *head = s;
+}
+
+static void list_remove(sc_span **head, sc_span *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        *head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
+void sc_central_abandon(sc_span *s)
+{
+    struct central *c = &central[s->spanclass];
+    pthread_mutex_lock(&c->lock);
+    void *remote = (void *)atomic_exchange_explicit(&s->thread_free, SC_TF_ABANDONED, memory_order_acq_rel);
+    if (remote) {
+        s->used -= (uint32_t)sc_list_length(s, remote);
+        s->free = sc_list_concat(s, remote, s->free);
+    }
+    s->free = sc_list_concat(s, s->local_free, s->free);
+    s->local_free = (void *)s->end;
+    atomic_store_explicit(&s->owner, 0, memory_order_relaxed);
+    if (s->used == 0) {
+        pthread_mutex_unlock(&c->lock);
+        sc_heap_free(s);
+        return;
+    }
+    s->in_full = (uintptr_t)s->free == s->end;
+    list_push(s->in_full ? &c->full : &c->partial, s);
+    pthread_mutex_unlock(&c->lock);
+}
+
+sc_span *sc_central_adopt(unsigned spanclass)
+{
+    struct central *c = &central[spanclass];
+    pthread_mutex_lock(&c->lock);
+    sc_span *s = c->partial;
+    if (s) {
+        list_remove(&c->partial, s);
+        atomic_store_explicit(&s->owner, sc_thread_id(), memory_order_relaxed);
+        atomic_store_explicit(&s->thread_free, 0, memory_order_release);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+/* Frees p into an unowned span.  Returns false if a thread adopted the span meanwhile;
+ * the caller then frees p the owned way. */
+bool sc_central_free(sc_span *s, void *p)
+{
+    struct central *c = &central[s->spanclass];
+    pthread_mutex_lock(&c->lock);
+    if (atomic_load_explicit(&s->thread_free, memory_order_relaxed) != SC_TF_ABANDONED) {
+        pthread_mutex_unlock(&c->lock);
+        return false;
+    }
+    if (sc_looks_freed(s, p) && sc_list_contains(s, s->free, p))
+        sc_fatal("double free of %p", p);
+    *(uintptr_t *)p = sc_link_encode(s->free);
+    s->free = p;
+    s->used--;
+    if (s->used == 0) {
+        list_remove(s->in_full ? &c->full : &c->partial, s);
+        pthread_mutex_unlock(&c->lock);
+        sc_heap_free(s);
+        return true;
+    }
+    if (s->in_full) {
+        list_remove(&c->full, s);
+        list_push(&c->partial, s);
+        s->in_full = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return true;
+}

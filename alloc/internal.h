@@ -1,0 +1,202 @@
+/* Shared internals of scalloc: the span, the thread cache, the page heap.
+ *
+ * Invariants every file relies on:
+ * - A span is FREE (a run of idle pages in the page heap), SMALL (objects of one size
+ *   class) or LARGE (one object of whole pages).  The page map holds the span of every
+ *   page of a SMALL or LARGE span, and of the first and last page of a FREE run.
+ * - A SMALL span is owned by exactly one thread (owner = that thread's id) or by none,
+ *   and then sits in a central list with thread_free == SC_TF_ABANDONED.  Only the owner
+ *   touches free, local_free and used of an owned span; other threads push onto
+ *   thread_free with a CAS.  Unowned spans are changed under their central lock.
+ * - Free-list links are stored in the first word of a free object, XORed with a
+ *   process-wide random key, and every list ends with span->end (one past the last
+ *   object), never NULL.  A freed object's first word therefore decodes into its own
+ *   span: that is how a double free is recognised without a per-object header.
+ * - used = objects handed out minus objects freed to local_free minus remote frees
+ *   collected; the owner keeps it, so a free never has to look at whether the span
+ *   became empty (refill and trim do).
+ * - libscalloc.a is for linking into executables: its TLS is local-exec.
+ * - Stats counters are written only by their owning thread, with one increment
+ *   instruction, and read by anyone with relaxed loads. */
+#ifndef SC_INTERNAL_H
+#define SC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "scalloc.h"
+#include "sc_sizeclasses.h"
+
+#define SC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SC_HIDDEN __attribute__((visibility("hidden")))
+
+/* A span class is a size class and whether the span holds coroutine stacks; heap span
+ * classes equal their size class, so the malloc path indexes with the class itself. */
+#define SC_NSPANCLASS (SC_NCLASS * 2)
+#define SC_SPANCLASS(cls, stack) ((unsigned)(cls) + ((stack) ? SC_NCLASS : 0u))
+#define SC_SPANCLASS_CLASS(sc) ((sc) % SC_NCLASS)
+#define SC_SPANCLASS_STACK(sc) ((sc) >= SC_NCLASS)
+
+#define SC_TF_ABANDONED ((uintptr_t)1)
+
+enum sc_span_state { SC_SPAN_FREE, SC_SPAN_SMALL, SC_SPAN_LARGE };
+
+typedef struct sc_span sc_span;
+struct sc_span {
+    /* First cache line: what the fast paths read. */
+    void *free;
+    uintptr_t end;
+    void *local_free;
+    _Atomic uintptr_t owner;
+    uintptr_t base;
+    uint32_t divmul;           /* ceil(2^32 / elemsize) */
+    uint32_t mul_limit;        /* (uint32)(off * divmul) < mul_limit <=> off starts an object */
+    uint32_t used;
+    uintptr_t limit;           /* nelems * elemsize */
+    uint8_t spanclass;
+    uint8_t state;
+    uint8_t stack;
+    uint8_t in_full;           /* central: on the full list rather than the partial one */
+    uint32_t npages;
+    /* Cold. */
+    _Atomic uintptr_t thread_free;
+    sc_span *next, *prev;
+    uint32_t nelems, elemsize;
+    size_t large_bytes;        /* LARGE: the size asked for, for stats */
+};
+
+typedef struct sc_cache sc_cache;
+struct sc_cache {
+    sc_span *cur[SC_NSPANCLASS];
+    uint64_t nmalloc[SC_NSPANCLASS];
+    uint64_t nfree[SC_NSPANCLASS];
+    sc_span *others[SC_NSPANCLASS];   /* owned, not current; circular, head first */
+    sc_cache *reg_next, *reg_prev;
+    unsigned trim_epoch;
+    bool registered;
+};
+
+struct sc_heap {
+    /* Read without the lock by the free fast path; fixed once initialised. */
+    uintptr_t base;
+    size_t fast_npages;        /* 0 under valgrind, which sends every free the slow way */
+    sc_span **pagemap;
+    uintptr_t key;
+    /* Everything below is under lock. */
+    size_t reserved_pages;
+    size_t grown_pages;
+    uint64_t *dirty;           /* 1 bit per page: may be resident and hold data */
+    pthread_mutex_t lock;
+    sc_span *free_runs[129];   /* [n] runs of n pages, [0] runs above 128 pages */
+    sc_span *spare_spans;      /* recycled span structs */
+    size_t inuse_pages, stack_pages, idle_pages, released_pages;
+    size_t large_alloc_bytes;
+    uint64_t large_mallocs, large_frees;
+    bool valgrind;
+};
+
+extern struct sc_heap sc_heap SC_HIDDEN;
+extern sc_span sc_empty_span SC_HIDDEN;
+extern __thread sc_cache sc_tls SC_HIDDEN __attribute__((tls_model("local-exec")));
+
+/* The thread pointer: unique among live threads, and one instruction to read. */
+static inline uintptr_t sc_thread_id(void)
+{
+#if defined(__x86_64__)
+    uintptr_t tp;
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+    return tp;
+#elif defined(__aarch64__)
+    return (uintptr_t)__builtin_thread_pointer();
+#else
+    return (uintptr_t)&sc_tls;
+#endif
+}
+
+static inline void sc_count(uint64_t *ctr)
+{
+#if defined(__x86_64__)
+    /* One instruction, so a concurrent relaxed reader sees the old or the new value. */
+    __asm__("incq %0" : "+m"(*ctr));
+#else
+    __atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline sc_span *sc_span_of(const void *p)
+{
+    size_t idx = ((uintptr_t)p - sc_heap.base) >> SC_PAGE_SHIFT;
+    if (SC_UNLIKELY(idx >= sc_heap.fast_npages))
+        return NULL;
+    return sc_heap.pagemap[idx];
+}
+
+static inline bool sc_span_is_object_start(const sc_span *s, const void *p)
+{
+    uint32_t off = (uint32_t)((uintptr_t)p - s->base);
+    return (uint32_t)(off * s->divmul) < s->mul_limit;
+}
+
+static inline void *sc_link_decode(const sc_span *s, uintptr_t word)
+{
+    (void)s;
+    return (void *)(word ^ sc_heap.key);
+}
+
+static inline uintptr_t sc_link_encode(const void *next) { return (uintptr_t)next ^ sc_heap.key; }
+
+/* A free object's first word decodes to a link inside its own span (or to its end). */
+static inline bool sc_looks_freed(const sc_span *s, const void *p)
+{
+    uintptr_t next = *(const uintptr_t *)p ^ sc_heap.key;
+    return next - s->base <= s->limit;
+}
+
+static inline __attribute__((always_inline)) void *sc_span_pop(sc_cache *c, sc_span *s, unsigned sc)
+{
+    void **p = s->free;
+    s->free = sc_link_decode(s, *(uintptr_t *)p);
+    *(uintptr_t *)p = 0;
+    s->used++;
+    sc_count(&c->nmalloc[sc]);
+    return p;
+}
+
+/* pageheap.c */
+void sc_heap_init(void) SC_HIDDEN;
+sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large) SC_HIDDEN;
+void sc_heap_free(sc_span *s) SC_HIDDEN;
+sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
+/* span.c */
+void sc_span_init_small(sc_span *s, unsigned spanclass) SC_HIDDEN;
+size_t sc_list_length(const sc_span *s, void *head) SC_HIDDEN;
+bool sc_list_contains(const sc_span *s, void *head, const void *p) SC_HIDDEN;
+void *sc_list_concat(const sc_span *s, void *a, void *b) SC_HIDDEN;
+void sc_span_collect_remote(sc_span *s) SC_HIDDEN;
+/* central.c */
+void sc_central_abandon(sc_span *s) SC_HIDDEN;
+sc_span *sc_central_adopt(unsigned spanclass) SC_HIDDEN;
+bool sc_central_free(sc_span *s, void *p) SC_HIDDEN;
+/* cache.c */
+void *sc_cache_refill(sc_cache *c, unsigned spanclass) SC_HIDDEN;
+void sc_cache_trim(sc_cache *c) SC_HIDDEN;
+void sc_cache_register(sc_cache *c) SC_HIDDEN;
+void sc_cache_sum(uint64_t nmalloc[SC_NSPANCLASS], uint64_t nfree[SC_NSPANCLASS]) SC_HIDDEN;
+void sc_trim_all_caches(void) SC_HIDDEN;
+/* malloc.c */
+void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;
+/* valgrind.c */
+bool sc_running_on_valgrind(void) SC_HIDDEN;
+void sc_vg_malloclike(void *p, size_t n) SC_HIDDEN;
+void sc_vg_freelike(void *p) SC_HIDDEN;
+void sc_vg_noaccess(void *p, size_t n) SC_HIDDEN;
+void sc_vg_defined(void *p, size_t n) SC_HIDDEN;
+
+__attribute__((noreturn, format(printf, 1, 2))) void sc_fatal(const char *fmt, ...) SC_HIDDEN;
+
+#endif

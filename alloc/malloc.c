@@ -1,0 +1,245 @@
+/* The public entry points (Go's malloc.go): the size-specialized and generic malloc
+ * fast paths, free, and what is built on them.
+ *
+ * The specialized functions are stamped out from the generated class list: each is the
+ * generic fast path with its span class fixed at compile time, so it skips the
+ * size-to-class lookup and the large-object test and indexes the cache with a constant.
+ * The free fast path is a page-map lookup, an ownership test, an object-boundary test
+ * (one multiply), a double-free test (one decode), and a push; everything else - other
+ * threads' objects, unowned spans, large objects, NULL, bad pointers - takes the slow
+ * path. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void sc_fatal(const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if (n > (int)sizeof buf - 2)
+        n = sizeof buf - 2;
+    buf[n++] = '\n';
+    if (write(2, "scalloc: ", 9) < 0 || write(2, buf, (size_t)n) < 0)
+        abort();
+    abort();
+}
+
+static inline __attribute__((always_inline)) void *alloc_small(unsigned sc)
+{
+    sc_cache *c = &sc_tls;
+    sc_span *s = c->cur[sc];
+    if (SC_UNLIKELY((uintptr_t)s->free == s->end))
+        return sc_cache_refill(c, sc);
+    return sc_span_pop(c, s, sc);
+}
+
+#define SPECIALIZED(cls, size, prev) \
+    void *sc_malloc_##size(void) { return alloc_small(SC_SPANCLASS(cls, 0)); }
+SC_FOREACH_SPECIALIZED(SPECIALIZED)
+#undef SPECIALIZED
+
+static void *malloc_zero(void) { return sc_malloc_generic(0); }
+
+void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void) = {
+    [0] = malloc_zero,
+#define SPECIALIZED(cls, size, prev) [(prev) + 1 ... (size)] = sc_malloc_##size,
+    SC_FOREACH_SPECIALIZED(SPECIALIZED)
+#undef SPECIALIZED
+};
+
+static unsigned size_class(size_t n)
+{
+    if (SC_LIKELY(n <= SC_SMALL_LIMIT))
+        return sc_size_to_class8[(n + 7) >> 3];
+    return sc_size_to_class128[(n - SC_SMALL_LIMIT + SC_LARGE_STEP - 1) / SC_LARGE_STEP];
+}
+
+static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool stack)
+{
+    if (n > ((size_t)1 << 46)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t npages = (n + SC_PAGE_SIZE - 1) >> SC_PAGE_SHIFT;
+    sc_span *s = sc_heap_alloc(npages ? npages : 1, zero, stack, true);
+    if (!s) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    s->large_bytes = n;
+    if (SC_UNLIKELY(sc_heap.valgrind))
+        sc_vg_malloclike((void *)s->base, n);
+    return (void *)s->base;
+}
+
+static inline void *alloc_any(size_t n, bool stack)
+{
+    if (SC_LIKELY(n <= SC_MAX_SMALL))
+        return alloc_small(SC_SPANCLASS(size_class(n), stack));
+    return alloc_large(n, false, stack);
+}
+
+void *sc_malloc_generic(size_t n) { return alloc_any(n, false); }
+
+static void free_large(sc_span *s, void *p)
+{
+    if ((uintptr_t)p != s->base)
+        sc_fatal("invalid free of %p: inside the %zu-byte object at %p", p, s->large_bytes, (void *)s->base);
+    if (SC_UNLIKELY(sc_heap.valgrind))
+        sc_vg_freelike(p);
+    sc_heap_free(s);
+}
+
+static void free_remote(sc_cache *c, sc_span *s, void *p)
+{
+    if (SC_UNLIKELY(!c->registered))
+        sc_cache_register(c);
+    sc_count(&c->nfree[s->spanclass]);
+    uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+    for (;;) {
+        if (old == SC_TF_ABANDONED) {
+            if (sc_central_free(s, p))
+                return;
+            /* Adopted meanwhile: by us, or by another thread. */
+            if (atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_thread_id()) {
+                *(uintptr_t *)p = sc_link_encode(s->local_free);
+                s->local_free = p;
+                s->used--;
+                return;
+            }
+            old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
+            continue;
+        }
+        *(uintptr_t *)p = sc_link_encode(old ? (void *)old : (void *)s->end);
+        if (atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
+                                                  memory_order_release, memory_order_relaxed))
+            return;
+    }
+}
+
+void sc_free_slow(void *p, sc_span *s)
+{
+    if (!p)
+        return;
+    if (!s)
+        s = sc_span_lookup(p);
+    if (!s || s->state == SC_SPAN_FREE)
+        sc_fatal("invalid free of %p: not a pointer this heap returned (or already freed)", p);
+    if (s->state == SC_SPAN_LARGE) {
+        free_large(s, p);
+        return;
+    }
+    if (!sc_span_is_object_start(s, p))
+        sc_fatal("invalid free of %p: not the start of an object", p);
+    sc_cache *c = &sc_tls;
+    if (SC_UNLIKELY(sc_heap.valgrind)) {
+        sc_vg_freelike(p);
+        sc_vg_defined(p, sizeof(uintptr_t));
+    }
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_thread_id()) {
+        /* Ours, but here because it looked freed (or under valgrind): make sure. */
+        if (sc_looks_freed(s, p)) {
+            sc_span_collect_remote(s);
+            if (sc_list_contains(s, s->free, p) || sc_list_contains(s, s->local_free, p))
+                sc_fatal("double free of %p", p);
+        }
+        *(uintptr_t *)p = sc_link_encode(s->local_free);
+        s->local_free = p;
+        s->used--;
+        sc_count(&c->nfree[s->spanclass]);
+        return;
+    }
+    /* Another thread's list cannot be searched safely; a first word that decodes into
+     * the span is what a freed object holds and, short of a 1 in 2^40 coincidence,
+     * nothing else. */
+    if (sc_looks_freed(s, p))
+        sc_fatal("double free of %p", p);
+    free_remote(c, s, p);
+}
+
+void sc_free(void *p)
+{
+    sc_span *s = sc_span_of(p);
+    if (SC_UNLIKELY(!s))
+        goto slow;
+    if (SC_UNLIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) != sc_thread_id()))
+        goto slow;
+    if (SC_UNLIKELY(!sc_span_is_object_start(s, p) || sc_looks_freed(s, p)))
+        goto slow;
+    *(uintptr_t *)p = sc_link_encode(s->local_free);
+    s->local_free = p;
+    s->used--;
+    sc_count(&sc_tls.nfree[s->spanclass]);
+    return;
+slow:
+    sc_free_slow(p, s);
+}
+
+void *sc_calloc(size_t count, size_t n)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(count, n, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (bytes > SC_MAX_SMALL)
+        return alloc_large(bytes, true, false);
+    void *p = sc_malloc_generic(bytes);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
+
+size_t sc_usable_size(const void *p)
+{
+    if (!p)
+        return 0;
+    sc_span *s = sc_span_lookup(p);
+    if (!s || s->state == SC_SPAN_FREE)
+        sc_fatal("sc_usable_size(%p): not a pointer this heap returned", p);
+    if (s->state == SC_SPAN_LARGE)
+        return (size_t)s->npages << SC_PAGE_SHIFT;
+    return s->elemsize;
+}
+
+size_t sc_roundup(size_t n)
+{
+    if (n <= SC_MAX_SMALL)
+        return sc_class_size[size_class(n)];
+    if (n > SIZE_MAX - SC_PAGE_SIZE)
+        return n;
+    return (n + SC_PAGE_SIZE - 1) & ~(size_t)(SC_PAGE_SIZE - 1);
+}
+
+void *sc_realloc(void *p, size_t n)
+{
+    if (!p)
+        return sc_malloc_generic(n);
+    if (n == 0) {
+        sc_free(p);
+        return NULL;
+    }
+    size_t have = sc_usable_size(p);
+    /* Keep the block when the new size still takes the same class or page count. */
+    if (sc_roundup(n) == have)
+        return p;
+    void *q = sc_malloc_generic(n);
+    if (!q)
+        return NULL;
+    memcpy(q, p, have < n ? have : n);
+    sc_free(p);
+    return q;
+}
+
+void *sc_stack_alloc(size_t n) { return alloc_any(n, true); }
+
+void sc_stack_free(void *p) { sc_free(p); }

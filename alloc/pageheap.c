@@ -1,0 +1,306 @@
+/* The page heap (Go's mheap): hands out runs of 8 KiB pages and takes them back.
+ *
+ * One large region of address space is reserved at start (MAP_NORESERVE, so it costs
+ * nothing until touched) and taken into use in 64 MiB steps; a single reservation lets
+ * the page map be one flat array indexed by page number, which keeps sc_free's lookup to
+ * a subtraction, a shift and a load.  Free runs are kept in lists by length (exact up to
+ * 128 pages, one list above) and coalesce with their neighbours on free; the page map
+ * entries of a run's first and last page are its boundary tags.
+ *
+ * A bit per page says whether the page may be resident and hold data ("dirty").  Pages
+ * fresh from the kernel and pages released with MADV_DONTNEED read as zero, so a zeroed
+ * allocation only clears its dirty pages and leaves the rest untouched.  MADV_DONTNEED is
+ * used rather than MADV_FREE because RSS drops at once (what operators and the load
+ * tests read) and the pages are then known to be zero; MADV_FREE leaves RSS high until
+ * the kernel is under pressure and makes the contents undefined, so every reuse would
+ * have to clear them again. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define GROW_PAGES ((size_t)(64u << 20) >> SC_PAGE_SHIFT)
+#define EXACT_RUNS 128
+#define MAX_ARENA ((size_t)64 << 30)
+#define MIN_ARENA ((size_t)1 << 30)
+#define VALGRIND_ARENA ((size_t)4 << 30)
+#define META_CHUNK (64u << 10)
+
+struct sc_heap sc_heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
+static char *meta_next, *meta_end;
+
+static void *map_or_die(size_t bytes, const char *what)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        sc_fatal("cannot map %zu bytes for the %s: %s", bytes, what, strerror(errno));
+    return p;
+}
+
+static void heap_init_once(void)
+{
+    sc_heap.valgrind = sc_running_on_valgrind();
+    size_t want = sc_heap.valgrind ? VALGRIND_ARENA : MAX_ARENA;
+    void *region = MAP_FAILED;
+    for (; want >= MIN_ARENA; want /= 2) {
+        region = mmap(NULL, want + SC_PAGE_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (region != MAP_FAILED)
+            break;
+    }
+    if (region == MAP_FAILED)
+        sc_fatal("cannot reserve address space for the heap: %s", strerror(errno));
+    uintptr_t base = ((uintptr_t)region + SC_PAGE_SIZE - 1) & ~(uintptr_t)(SC_PAGE_SIZE - 1);
+    sc_heap.reserved_pages = want >> SC_PAGE_SHIFT;
+    sc_heap.pagemap = map_or_die(sc_heap.reserved_pages * sizeof(sc_span *), "page map");
+    sc_heap.dirty = map_or_die(sc_heap.reserved_pages / 8 + 8, "page bitmap");
+
+    uintptr_t key = 0;
+    if (getrandom(&key, sizeof key, GRND_NONBLOCK) != sizeof key) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        key = (uintptr_t)ts.tv_nsec * 0x9E3779B97F4A7C15u ^ (uintptr_t)&key;
+    }
+    sc_heap.key = key | 1;     /* never 0, so an all-zero word never decodes to a link */
+    sc_heap.base = base;
+    sc_heap.fast_npages = sc_heap.valgrind ? 0 : sc_heap.reserved_pages;
+}
+
+void sc_heap_init(void) { pthread_once(&heap_once, heap_init_once); }
+
+/* Span structs live in their own mapped chunks, recycled through a list. */
+static sc_span *span_new(void)
+{
+    sc_span *s = sc_heap.spare_spans;
+    if (s) {
+        sc_heap.spare_spans = s->next;
+    } else {
+        if (meta_next + sizeof *s > meta_end) {
+            meta_next = map_or_die(META_CHUNK, "span metadata");
+            meta_end = meta_next + META_CHUNK;
+        }
+        s = (sc_span *)meta_next;
+        meta_next += sizeof *s;
+    }
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+static void span_recycle(sc_span *s)
+{
+    s->state = SC_SPAN_FREE;
+    s->npages = 0;
+    s->next = sc_heap.spare_spans;
+    sc_heap.spare_spans = s;
+}
+
+static size_t page_index(uintptr_t addr) { return (addr - sc_heap.base) >> SC_PAGE_SHIFT; }
+static bool page_dirty(size_t i) { return sc_heap.dirty[i / 64] >> (i % 64) & 1; }
+
+static void run_link(sc_span *s)
+{
+    sc_span **head = &sc_heap.free_runs[s->npages <= EXACT_RUNS ? s->npages : 0];
+    s->prev = NULL;
+    s->next = *head;
+    if (*head)
+        (*head)->prev = s;
+    *head = s;
+    size_t first = page_index(s->base);
+    sc_heap.pagemap[first] = s;
+    sc_heap.pagemap[first + s->npages - 1] = s;
+}
+
+static void run_unlink(sc_span *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        sc_heap.free_runs[s->npages <= EXACT_RUNS ? s->npages : 0] = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
+static void set_pagemap(size_t first, size_t n, sc_span *s)
+{
+    for (size_t i = 0; i < n; i++)
+        sc_heap.pagemap[first + i] = s;
+}
+
+static sc_span *find_run(size_t npages)
+{
+    for (size_t n = npages; n <= EXACT_RUNS; n++)
+        if (sc_heap.free_runs[n])
+            return sc_heap.free_runs[n];
+    sc_span *best = NULL;
+    for (sc_span *s = sc_heap.free_runs[0]; s; s = s->next)
+        if (s->npages >= npages && (!best || s->npages < best->npages || (s->npages == best->npages && s->base < best->base)))
+            best = s;
+    return best;
+}
+
+/* Adds a free run for pages [first, first+n), merging it with free neighbours. */
+static void insert_free_run(size_t first, size_t n, sc_span *s)
+{
+    if (first > 0) {
+        sc_span *left = sc_heap.pagemap[first - 1];
+        if (left && left->state == SC_SPAN_FREE) {
+            run_unlink(left);
+            sc_heap.pagemap[first - 1] = NULL;
+            first = page_index(left->base);
+            n += left->npages;
+            span_recycle(left);
+        }
+    }
+    if (first + n < sc_heap.grown_pages) {
+        sc_span *right = sc_heap.pagemap[first + n];
+        if (right && right->state == SC_SPAN_FREE) {
+            run_unlink(right);
+            sc_heap.pagemap[first + n] = NULL;
+            n += right->npages;
+            sc_heap.pagemap[first + n - 1] = NULL;
+            span_recycle(right);
+        }
+    }
+    if (!s)
+        s = span_new();
+    s->state = SC_SPAN_FREE;
+    s->base = sc_heap.base + (first << SC_PAGE_SHIFT);
+    s->npages = (uint32_t)n;
+    run_link(s);
+}
+
+static bool grow(size_t npages)
+{
+    size_t n = (npages + GROW_PAGES - 1) / GROW_PAGES * GROW_PAGES;
+    if (n > sc_heap.reserved_pages - sc_heap.grown_pages) {
+        n = npages;
+        if (n > sc_heap.reserved_pages - sc_heap.grown_pages)
+            return false;
+    }
+    size_t first = sc_heap.grown_pages;
+    sc_heap.grown_pages += n;
+    sc_heap.idle_pages += n;
+    sc_heap.released_pages += n;
+    insert_free_run(first, n, NULL);
+    return true;
+}
+
+sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
+{
+    sc_heap_init();
+    pthread_mutex_lock(&sc_heap.lock);
+    sc_span *s = find_run(npages);
+    if (!s && grow(npages))
+        s = find_run(npages);
+    if (!s) {
+        pthread_mutex_unlock(&sc_heap.lock);
+        return NULL;
+    }
+    run_unlink(s);
+    s->state = large ? SC_SPAN_LARGE : SC_SPAN_SMALL;
+    s->stack = stack;
+    size_t first = page_index(s->base);
+    if (s->npages > npages) {
+        size_t rest = s->npages - npages;
+        sc_heap.pagemap[first + s->npages - 1] = NULL;
+        s->npages = (uint32_t)npages;
+        insert_free_run(first + npages, rest, NULL);
+    }
+    size_t clean = 0;
+    for (size_t i = first; i < first + npages; i++) {
+        if (page_dirty(i)) {
+            if (zero)
+                memset((void *)(sc_heap.base + (i << SC_PAGE_SHIFT)), 0, SC_PAGE_SIZE);
+        } else {
+            clean++;
+            sc_heap.dirty[i / 64] |= (uint64_t)1 << (i % 64);
+        }
+    }
+    sc_heap.released_pages -= clean;
+    sc_heap.idle_pages -= npages;
+    set_pagemap(first, npages, s);
+    if (stack)
+        sc_heap.stack_pages += npages;
+    else
+        sc_heap.inuse_pages += npages;
+    if (large && !stack) {
+        sc_heap.large_alloc_bytes += npages << SC_PAGE_SHIFT;
+        sc_heap.large_mallocs++;
+    }
+    pthread_mutex_unlock(&sc_heap.lock);
+    return s;
+}
+
+void sc_heap_free(sc_span *s)
+{
+    pthread_mutex_lock(&sc_heap.lock);
+    size_t first = page_index(s->base), n = s->npages;
+    if (s->stack)
+        sc_heap.stack_pages -= n;
+    else
+        sc_heap.inuse_pages -= n;
+    if (s->state == SC_SPAN_LARGE && !s->stack) {
+        sc_heap.large_alloc_bytes -= (size_t)n << SC_PAGE_SHIFT;
+        sc_heap.large_frees++;
+    }
+    sc_heap.idle_pages += n;
+    set_pagemap(first, n, NULL);
+    insert_free_run(first, n, s);
+    pthread_mutex_unlock(&sc_heap.lock);
+}
+
+static void release_dirty_pages(const sc_span *s)
+{
+    size_t first = page_index(s->base), end = first + s->npages;
+    for (size_t i = first; i < end;) {
+        if (!page_dirty(i)) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < end && page_dirty(j)) {
+            sc_heap.dirty[j / 64] &= ~((uint64_t)1 << (j % 64));
+            j++;
+        }
+        madvise((void *)(sc_heap.base + (i << SC_PAGE_SHIFT)), (j - i) << SC_PAGE_SHIFT, MADV_DONTNEED);
+        sc_heap.released_pages += j - i;
+        i = j;
+    }
+}
+
+void sc_scavenge(void)
+{
+    sc_heap_init();
+    sc_trim_all_caches();
+    pthread_mutex_lock(&sc_heap.lock);
+    for (size_t b = 0; b <= EXACT_RUNS; b++)
+        for (sc_span *s = sc_heap.free_runs[b]; s; s = s->next)
+            release_dirty_pages(s);
+    pthread_mutex_unlock(&sc_heap.lock);
+}
+
+void sc_get_config(struct sc_config *out)
+{
+    sc_heap_init();
+    out->size_specialized = SC_SIZE_SPECIALIZED;
+    out->page_size = SC_PAGE_SIZE;
+    out->arena_bytes = sc_heap.reserved_pages << SC_PAGE_SHIFT;
+    out->grow_bytes = GROW_PAGES << SC_PAGE_SHIFT;
+    out->release_method = "MADV_DONTNEED";
+}
+
+/* The page map lookup without the fast path's valgrind cut-off. */
+sc_span *sc_span_lookup(const void *p)
+{
+    size_t idx = ((uintptr_t)p - sc_heap.base) >> SC_PAGE_SHIFT;
+    if (!sc_heap.base || idx >= sc_heap.reserved_pages)
+        return NULL;
+    return sc_heap.pagemap[idx];
+}

@@ -1,0 +1,82 @@
+/* scalloc: a Go-style size-class heap for C, with explicit free.
+ *
+ * Requests of 1..32768 bytes round up to one of Go's 67 size classes and are carved
+ * from spans of whole 8 KiB pages; larger requests take whole pages.  Each thread owns
+ * the spans it allocates from (Go's mcache), spans of exited threads wait in per-class
+ * central lists (mcentral), and spans come from a page heap (mheap) that coalesces free
+ * page runs and returns them to the OS.  A page map finds the span of any pointer, so
+ * objects carry no header.
+ *
+ * sc_malloc is inline so that a compile-time-constant size of 1..80 bytes calls the
+ * function specialized for its class directly (Go 1.27's size-specialized malloc);
+ * build with SIZE_SPECIALIZED=0 (-DSC_SIZE_SPECIALIZED=0) to take the generic path. */
+#ifndef SCALLOC_H
+#define SCALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef SC_SIZE_SPECIALIZED
+#define SC_SIZE_SPECIALIZED 1
+#endif
+
+#define SC_NUM_CLASSES 68          /* class 0 stands for "large" */
+#define SC_SPECIALIZED_LIMIT 80
+
+struct sc_class_stats {
+    uint32_t size;                 /* object size of the class */
+    uint64_t mallocs, frees;       /* heap objects (stacks are not counted here) */
+};
+
+struct sc_stats {
+    uint64_t heap_alloc;           /* bytes in live heap objects, class- or page-rounded */
+    uint64_t heap_inuse;           /* bytes in spans holding heap objects */
+    uint64_t heap_idle;            /* bytes in free page runs, released or not */
+    uint64_t heap_released;        /* bytes of idle pages not backed by memory */
+    uint64_t heap_sys;             /* bytes of address space the heap has taken into use */
+    uint64_t stack_inuse;          /* bytes in spans holding coroutine stacks */
+    uint64_t mallocs, frees;       /* heap objects allocated and freed, all time */
+    uint64_t large_alloc;          /* bytes in live objects above 32 KiB */
+    struct sc_class_stats by_class[SC_NUM_CLASSES];
+};
+
+struct sc_config {
+    int size_specialized;          /* how this library was built */
+    size_t page_size;
+    size_t arena_bytes;            /* address space reserved for the heap */
+    size_t grow_bytes;             /* how much the heap takes into use at a time */
+    const char *release_method;    /* how idle pages go back to the OS */
+};
+
+void *sc_malloc_generic(size_t n);
+void  sc_free(void *p);
+void *sc_calloc(size_t count, size_t n);
+void *sc_realloc(void *p, size_t n);
+size_t sc_usable_size(const void *p);
+size_t sc_roundup(size_t n);
+void *sc_stack_alloc(size_t n);
+void  sc_stack_free(void *p);
+size_t sc_grow_cap(size_t old_cap, size_t needed, size_t elem_size);
+void  sc_scavenge(void);
+void  sc_read_stats(struct sc_stats *out);
+void  sc_get_config(struct sc_config *out);
+
+/* sc_malloc_8 ... sc_malloc_80, one per class of at most 80 bytes, generated from the
+ * class table into build/gen/sc_specialized.h (put build/gen on the include path). */
+#include "sc_specialized.h"
+/* Indexed by the requested size (0..80), like Go's mallocNoScanTable. */
+extern void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void);
+
+static inline __attribute__((always_inline, malloc)) void *sc_malloc(size_t n)
+{
+#if SC_SIZE_SPECIALIZED
+    if (__builtin_constant_p(n) && n >= 1 && n <= SC_SPECIALIZED_LIMIT) {
+        return SC_SPECIALIZED_DISPATCH(n);
+    }
+    if (n - 1 < SC_SPECIALIZED_LIMIT)
+        return sc_malloc_table[n]();
+#endif
+    return sc_malloc_generic(n);
+}
+
+#endif

@@ -1,0 +1,40 @@
+/* sc_read_stats (Go's ReadMemStats): a consistent-enough snapshot without stopping
+ * anyone.  Page figures are read under the heap lock; object counts are summed from
+ * every thread's counters with relaxed loads, so a count may lag a malloc or free that
+ * is happening at that instant, and nothing else. */
+#include <string.h>
+
+#include "internal.h"
+
+void sc_read_stats(struct sc_stats *out)
+{
+    static uint64_t nmalloc[SC_NSPANCLASS], nfree[SC_NSPANCLASS];
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    sc_heap_init();
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&lock);
+    sc_cache_sum(nmalloc, nfree);
+    for (unsigned cls = 1; cls < SC_NCLASS; cls++) {
+        uint64_t m = nmalloc[SC_SPANCLASS(cls, 0)], f = nfree[SC_SPANCLASS(cls, 0)];
+        out->by_class[cls].size = sc_class_size[cls];
+        out->by_class[cls].mallocs = m;
+        out->by_class[cls].frees = f;
+        out->mallocs += m;
+        out->frees += f;
+        out->heap_alloc += (m - f) * sc_class_size[cls];
+    }
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_lock(&sc_heap.lock);
+    out->by_class[0].mallocs = sc_heap.large_mallocs;
+    out->by_class[0].frees = sc_heap.large_frees;
+    out->mallocs += sc_heap.large_mallocs;
+    out->frees += sc_heap.large_frees;
+    out->large_alloc = sc_heap.large_alloc_bytes;
+    out->heap_alloc += sc_heap.large_alloc_bytes;
+    out->heap_inuse = (uint64_t)sc_heap.inuse_pages << SC_PAGE_SHIFT;
+    out->stack_inuse = (uint64_t)sc_heap.stack_pages << SC_PAGE_SHIFT;
+    out->heap_idle = (uint64_t)sc_heap.idle_pages << SC_PAGE_SHIFT;
+    out->heap_released = (uint64_t)sc_heap.released_pages << SC_PAGE_SHIFT;
+    out->heap_sys = (uint64_t)sc_heap.grown_pages << SC_PAGE_SHIFT;
+    pthread_mutex_unlock(&sc_heap.lock);
+}

@@ -1,0 +1,36 @@
+#!/bin/sh
+# ensure-deps.sh build|test|bench: checks that the Debian packages a make target needs are
+# installed; as root with apt-get, installs the missing ones, otherwise stops and names
+# the exact packages to install.  Keeps one list per purpose so `make` does not pull in
+# the test clients and `make test` does not pull in the benchmark peers.
+set -eu
+want=${1:?usage: ensure-deps.sh build|test|bench}
+build="pkg-config libnghttp2-dev libev-dev libssl-dev"
+test="$build nghttp2-client curl openssl procps"
+bench="$test nghttp2-server h2o gnuplot-nox valgrind libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev"
+case $want in
+  build) pkgs=$build ;;
+  test) pkgs=$test ;;
+  bench) pkgs=$bench ;;
+  *) echo "ensure-deps.sh: unknown purpose '$want'" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $pkgs; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  case $status in *" installed") ;; *) missing="$missing $p" ;; esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "ensure-deps: installing$missing" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -q --no-install-recommends $missing >&2; then
+    apt-get update -q >&2
+    apt-get install -y -q --no-install-recommends $missing >&2
+  fi
+  exit 0
+fi
+echo "ensure-deps: missing packages for '$want':$missing" >&2
+echo "install them with: sudo apt-get install$missing" >&2
+exit 1

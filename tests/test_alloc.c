@@ -1,0 +1,494 @@
+/* Unit tests of the size-class heap: the class table against Go's, rounding, alignment,
+ * calloc/realloc, a randomized stress run against a shadow model, cross-thread frees,
+ * thread exit, scavenging, stats, growth, and the aborts on bad frees. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "scalloc.h"
+#include "sc_sizeclasses.h"
+
+#define TSV_PATH_DEFAULT "../shared/data/sizeclasses.tsv"
+
+struct tsv_class { unsigned size, span, objects, tail, align; };
+static struct tsv_class tsv[SC_NCLASS];
+static int tsv_n;
+
+static int load_tsv(void)
+{
+    const char *path = getenv("SIZECLASSES_TSV");
+    FILE *f = fopen(path ? path : TSV_PATH_DEFAULT, "r");
+    if (!f)
+        return 0;
+    char line[256];
+    if (!fgets(line, sizeof line, f)) {
+        fclose(f);
+        return 0;
+    }
+    int cls;
+    double waste;
+    tsv_n = 1;
+    while (tsv_n < SC_NCLASS && fgets(line, sizeof line, f)) {
+        struct tsv_class *t = &tsv[tsv_n];
+        if (sscanf(line, "%d %u %u %u %u %lf %u", &cls, &t->size, &t->span, &t->objects, &t->tail, &waste, &t->align) != 7 || cls != tsv_n)
+            break;
+        tsv_n++;
+    }
+    fclose(f);
+    return tsv_n;
+}
+
+static long rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+static void table_matches_go(void)
+{
+    CHECKF(load_tsv() == SC_NCLASS, "could not read 67 classes from %s (set SIZECLASSES_TSV)", TSV_PATH_DEFAULT);
+    for (int c = 1; c < SC_NCLASS; c++) {
+        CHECKF(sc_class_size[c] == tsv[c].size, "class %d size %u, Go %u", c, sc_class_size[c], tsv[c].size);
+        CHECKF(sc_class_npages[c] * SC_PAGE_SIZE == tsv[c].span, "class %d span", c);
+        CHECKF(sc_class_npages[c] * SC_PAGE_SIZE / sc_class_size[c] == tsv[c].objects, "class %d objects", c);
+    }
+}
+
+static size_t expected_roundup(size_t n)
+{
+    if (n <= 32768) {
+        for (int c = 1; c < tsv_n; c++)
+            if (tsv[c].size >= n)
+                return tsv[c].size;
+    }
+    return (n + 8191) / 8192 * 8192;
+}
+
+static void rounding_every_size(void)
+{
+    CHECK(tsv_n == SC_NCLASS);
+    CHECK(sc_roundup(17) == 24 && sc_roundup(33) == 48 && sc_roundup(1030) == 1152);
+    CHECK(sc_roundup(16000) == 16384 && sc_roundup(32769) == 40960 && sc_roundup(40960) == 40960);
+    CHECK(sc_roundup(40961) == 49152 && sc_roundup(100000) == 106496);
+    for (size_t n = 1; n <= 70000; n++) {
+        size_t want = expected_roundup(n);
+        CHECKF(sc_roundup(n) == want, "roundup(%zu) = %zu, want %zu", n, sc_roundup(n), want);
+    }
+    for (size_t n = 1; n <= 70000; n += (n < 2048 ? 1 : 97)) {
+        void *p = sc_malloc(n);
+        CHECKF(p && sc_usable_size(p) == expected_roundup(n), "usable_size(malloc(%zu)) = %zu", n, sc_usable_size(p));
+        sc_free(p);
+    }
+}
+
+static void specialized_dispatch(void)
+{
+    /* Constant sizes resolve their class at compile time; run-time sizes use the table. */
+    void *a = sc_malloc(1), *b = sc_malloc(24), *c = sc_malloc(80), *d = sc_malloc(81);
+    CHECK(sc_usable_size(a) == 8 && sc_usable_size(b) == 24 && sc_usable_size(c) == 80 && sc_usable_size(d) == 96);
+    sc_free(a), sc_free(b), sc_free(c), sc_free(d);
+    for (volatile size_t n = 0; n <= 96; n++) {
+        void *p = sc_malloc(n);
+        CHECKF(p && sc_usable_size(p) == sc_roundup(n ? n : 1), "n=%zu", (size_t)n);
+        sc_free(p);
+    }
+    CHECK(sc_malloc_table[24] == sc_malloc_24 && sc_malloc_table[17] == sc_malloc_24 && sc_malloc_table[80] == sc_malloc_80);
+}
+
+static void alignment_per_class(void)
+{
+    CHECK(tsv_n == SC_NCLASS);
+    for (int c = 1; c < SC_NCLASS; c++) {
+        void *ps[40];
+        for (int i = 0; i < 40; i++) {
+            ps[i] = sc_malloc_generic(tsv[c].size);
+            uintptr_t a = (uintptr_t)ps[i];
+            CHECKF(a % tsv[c].align == 0, "class %d object %p not aligned to %u", c, ps[i], tsv[c].align);
+            CHECK(a % 8 == 0);
+            if (tsv[c].size % 16 == 0)
+                CHECK(a % 16 == 0);
+        }
+        for (int i = 0; i < 40; i++)
+            sc_free(ps[i]);
+    }
+    void *big = sc_malloc(100000);
+    CHECK((uintptr_t)big % 8192 == 0);
+    sc_free(big);
+}
+
+static void calloc_and_realloc(void)
+{
+    errno = 0;
+    CHECK(sc_calloc(SIZE_MAX / 2, 3) == NULL && errno == ENOMEM);
+    unsigned char *p = sc_malloc(100);
+    memset(p, 0xAB, 100);
+    sc_free(p);
+    unsigned char *z = sc_calloc(10, 10);
+    for (int i = 0; i < 100; i++)
+        CHECK(z[i] == 0);
+    z = sc_realloc(z, 110); /* same class (112): same block */
+    CHECK(sc_usable_size(z) == 112);
+    for (int i = 0; i < 110; i++)
+        z[i] = (unsigned char)i;
+    unsigned char *g = sc_realloc(z, 5000);
+    CHECK(g && sc_usable_size(g) == 5376);
+    for (int i = 0; i < 110; i++)
+        CHECK(g[i] == (unsigned char)i);
+    unsigned char *s = sc_realloc(g, 20);
+    for (int i = 0; i < 20; i++)
+        CHECK(s[i] == (unsigned char)i);
+    CHECK(sc_realloc(s, 0) == NULL);
+    void *n = sc_realloc(NULL, 50);
+    CHECK(n && sc_usable_size(n) == 64);
+    sc_free(n);
+    sc_free(NULL);
+
+    /* Large, zeroed, on fresh pages: RSS grows only where it is written. */
+    sc_scavenge();
+    long before = rss_bytes();
+    unsigned char *big = sc_calloc(1, 256u << 20);
+    CHECK(big);
+    long after = rss_bytes();
+    CHECKF(after - before < (4 << 20), "calloc(256 MiB) took %ld KiB of RSS", (after - before) >> 10);
+    CHECK(big[0] == 0 && big[(256u << 20) - 1] == 0 && big[123456789] == 0);
+    memset(big + 4096 * 10, 7, 4096);
+    sc_free(big);
+    /* Reused dirty pages come back zeroed. */
+    big = sc_calloc(1, 256u << 20);
+    CHECK(big[4096 * 10] == 0 && big[4096 * 10 + 4095] == 0);
+    sc_free(big);
+}
+
+/* Randomized allocation against a shadow record: each object is filled with a pattern
+ * derived from its slot and checked just before it is freed or resized. */
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static size_t random_size(void)
+{
+    uint64_t r = next_rand();
+    switch (r % 10) {
+    case 0: return r >> 40 & 0x3FFFF;          /* up to 256 KiB */
+    case 1: case 2: return (r >> 20) % 4096;
+    default: return (r >> 20) % 256;
+    }
+}
+
+static int verify_fill(unsigned char *p, size_t n, unsigned tag)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(tag + i))
+            return 0;
+    return 1;
+}
+
+static void fill(unsigned char *p, size_t n, unsigned tag)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(tag + i);
+}
+
+static void stress_shadow_model(void)
+{
+    enum { SLOTS = 4096, STEPS = 400000 };
+    static unsigned char *obj[SLOTS];
+    static size_t len[SLOTS];
+    struct sc_stats st0, st1;
+    sc_read_stats(&st0);
+    for (int step = 0; step < STEPS; step++) {
+        unsigned i = next_rand() % SLOTS;
+        if (obj[i]) {
+            CHECKF(verify_fill(obj[i], len[i], i), "slot %u corrupted", i);
+            if (next_rand() % 4 == 0) {
+                size_t n = random_size();
+                obj[i] = sc_realloc(obj[i], n ? n : 1);
+                size_t keep = len[i] < n ? len[i] : n;
+                CHECK(verify_fill(obj[i], keep, i));
+                len[i] = n ? n : 1;
+                fill(obj[i], len[i], i);
+            } else {
+                sc_free(obj[i]);
+                obj[i] = NULL;
+            }
+        } else {
+            len[i] = random_size();
+            obj[i] = sc_malloc(len[i]);
+            CHECK(obj[i] && sc_usable_size(obj[i]) >= len[i]);
+            fill(obj[i], len[i], i);
+        }
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (obj[i]) {
+            CHECK(verify_fill(obj[i], len[i], i));
+            sc_free(obj[i]);
+            obj[i] = NULL;
+        }
+    sc_read_stats(&st1);
+    CHECKF(st1.heap_alloc == st0.heap_alloc, "heap_alloc %llu -> %llu after freeing everything",
+           (unsigned long long)st0.heap_alloc, (unsigned long long)st1.heap_alloc);
+    CHECK(st1.mallocs - st0.mallocs == st1.frees - st0.frees);
+}
+
+/* Producer/consumer: objects allocated on one thread are freed on another. */
+enum { RING = 1024, TRANSFERS = 300000 };
+static void *ring[RING];
+static unsigned ring_head, ring_tail;
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ring_cond = PTHREAD_COND_INITIALIZER;
+static int consumer_bad;
+
+static void *producer(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < TRANSFERS; i++) {
+        size_t n = 8 + (i * 7919u) % 2000;
+        unsigned *p = sc_malloc(n);
+        p[0] = i;
+        p[1] = (unsigned)n;
+        pthread_mutex_lock(&ring_lock);
+        while (ring_head - ring_tail == RING)
+            pthread_cond_wait(&ring_cond, &ring_lock);
+        ring[ring_head++ % RING] = p;
+        pthread_cond_broadcast(&ring_cond);
+        pthread_mutex_unlock(&ring_lock);
+    }
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < TRANSFERS; i++) {
+        pthread_mutex_lock(&ring_lock);
+        while (ring_head == ring_tail)
+            pthread_cond_wait(&ring_cond, &ring_lock);
+        unsigned *p = ring[ring_tail++ % RING];
+        pthread_cond_broadcast(&ring_cond);
+        pthread_mutex_unlock(&ring_lock);
+        if (p[0] != i || p[1] != 8 + (i * 7919u) % 2000)
+            consumer_bad++;
+        sc_free(p);
+    }
+    return NULL;
+}
+
+static void cross_thread_frees(void)
+{
+    struct sc_stats st0, st1;
+    sc_read_stats(&st0);
+    pthread_t a, b;
+    pthread_create(&a, NULL, producer, NULL);
+    pthread_create(&b, NULL, consumer, NULL);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    CHECK(consumer_bad == 0);
+    sc_read_stats(&st1);
+    CHECKF(st1.heap_alloc == st0.heap_alloc, "heap_alloc %llu -> %llu", (unsigned long long)st0.heap_alloc, (unsigned long long)st1.heap_alloc);
+    CHECK(st1.mallocs - st0.mallocs == TRANSFERS && st1.frees - st0.frees == TRANSFERS);
+}
+
+/* A thread that exits with live objects hands its spans to the central lists; they are
+ * freed later from another thread, and the memory is reused. */
+enum { LEFT = 50000 };
+static void *left_behind[LEFT];
+static void *allocate_and_exit(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < LEFT; i++) {
+        left_behind[i] = sc_malloc(48);
+        memset(left_behind[i], 0x5A, 48);
+    }
+    return NULL;
+}
+
+static void thread_exit_hands_spans_over(void)
+{
+    struct sc_stats st0, st1, st2;
+    sc_read_stats(&st0);
+    pthread_t t;
+    pthread_create(&t, NULL, allocate_and_exit, NULL);
+    pthread_join(t, NULL);
+    sc_read_stats(&st1);
+    CHECK(st1.heap_alloc - st0.heap_alloc == (uint64_t)LEFT * 48);
+    for (int i = 0; i < LEFT; i++) {
+        unsigned char *p = left_behind[i];
+        CHECK(p[0] == 0x5A && p[47] == 0x5A);
+        sc_free(p);
+    }
+    sc_read_stats(&st2);
+    CHECK(st2.heap_alloc == st0.heap_alloc);
+    CHECKF(st2.heap_inuse <= st0.heap_inuse + 8 * 8192, "spans not returned: inuse %llu -> %llu",
+           (unsigned long long)st0.heap_inuse, (unsigned long long)st2.heap_inuse);
+}
+
+static void scavenge_returns_memory(void)
+{
+    enum { SIZE = 64, COUNT = (256 << 20) / SIZE };
+    void **ps = sc_malloc(sizeof(void *) * COUNT);
+    sc_scavenge();
+    long before = rss_bytes();
+    for (int i = 0; i < COUNT; i++) {
+        ps[i] = sc_malloc(SIZE);
+        memset(ps[i], 1, SIZE);
+    }
+    long peak = rss_bytes();
+    CHECKF(peak - before > (250l << 20), "256 MiB of objects raised RSS by only %ld MiB", (peak - before) >> 20);
+    for (int i = 0; i < COUNT; i++)
+        sc_free(ps[i]);
+    sc_scavenge();
+    long after = rss_bytes();
+    struct sc_stats st;
+    sc_read_stats(&st);
+    printf("# scavenge: RSS %ld MiB -> %ld MiB -> %ld MiB, heap_released %llu MiB\n", before >> 20, peak >> 20,
+           after >> 20, (unsigned long long)st.heap_released >> 20);
+    CHECKF(after - before < (8l << 20), "RSS %ld KiB above the start after scavenging", (after - before) >> 10);
+    CHECK(st.heap_released >= (240ull << 20));
+    sc_free(ps);
+}
+
+static void stats_track_objects(void)
+{
+    struct sc_stats a, b, c;
+    sc_read_stats(&a);
+    void *p = sc_malloc(24), *q = sc_malloc(1000), *r = sc_malloc(50000);
+    void *stack = sc_stack_alloc(16384);
+    sc_read_stats(&b);
+    CHECK(b.heap_alloc - a.heap_alloc == 24 + 1024 + 57344);
+    CHECK(b.mallocs - a.mallocs == 3);
+    CHECK(b.by_class[3].mallocs - a.by_class[3].mallocs == 1);
+    CHECK(b.stack_inuse >= a.stack_inuse + 16384);
+    CHECK(b.heap_sys >= b.heap_inuse + b.heap_idle - 1 && b.heap_idle >= b.heap_released);
+    sc_free(p), sc_free(q), sc_free(r), sc_stack_free(stack);
+    sc_read_stats(&c);
+    CHECK(c.heap_alloc == a.heap_alloc && c.frees - a.frees == 3);
+}
+
+static void growth_policy_matches_go(void)
+{
+    /* Go: append to []byte of cap 1024 -> 1536 (1472 rounded to class 1536);
+     * []int64 of cap 256 -> 512 elements (doubling ends at 256: 256+256=512). */
+    CHECK(sc_grow_cap(1024, 1025, 1) == 1536);
+    CHECK(sc_grow_cap(256, 257, 8) == 512);
+    CHECK(sc_grow_cap(100000, 100001, 1) == 131072);   /* 100000+25192=125192 -> pages */
+    for (size_t cap = 1; cap < 1 << 20; cap = sc_grow_cap(cap, cap + 1, 1)) {
+        size_t next = sc_grow_cap(cap, cap + 1, 1);
+        CHECK(next > cap && sc_roundup(next) == next);
+    }
+}
+
+/* The child announces the exact message it expects ("EXPECT <text>") before the bad
+ * free; the parent checks that the allocator's abort says that very text. */
+static char addr_text[64];
+static void announce(const char *what, const void *p)
+{
+    snprintf(addr_text, sizeof addr_text, "%s of %p", what, p);
+    dprintf(2, "EXPECT %s\n", addr_text);
+}
+
+static int child_aborts_as_announced(void (*fn)(void))
+{
+    int fds[2];
+    if (pipe(fds))
+        return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512] = { 0 };
+    ssize_t n = 0, r;
+    while ((r = read(fds[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+        n += r;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    char *expect = strstr(buf, "EXPECT "), want[96];
+    if (!expect)
+        return 0;
+    char *nl = strchr(expect, '\n');
+    if (!nl)
+        return 0;
+    *nl = 0;
+    snprintf(want, sizeof want, "scalloc: %s", expect + 7);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(nl + 1, want);
+}
+
+static void do_double_free_small(void)
+{
+    void *p = sc_malloc(32);
+    announce("double free", p);
+    sc_free(p);
+    sc_free(p);
+}
+static void do_double_free_after_others(void)
+{
+    void *p = sc_malloc(200), *q = sc_malloc(200);
+    sc_free(p);
+    sc_free(q);
+    announce("double free", p);
+    sc_free(p);
+}
+static void do_interior_free(void)
+{
+    char *p = sc_malloc(64);
+    announce("invalid free", p + 8);
+    sc_free(p + 8);
+}
+static void do_foreign_free(void)
+{
+    static char not_ours[64];
+    announce("invalid free", not_ours);
+    sc_free(not_ours);
+}
+static void do_double_free_large(void)
+{
+    void *p = sc_malloc(100000);
+    announce("invalid free", p);
+    sc_free(p);
+    sc_free(p);
+}
+
+static void bad_frees_abort_in_child(void)
+{
+    void (*cases[])(void) = { do_double_free_small, do_double_free_after_others, do_interior_free,
+                              do_foreign_free, do_double_free_large };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECKF(child_aborts_as_announced(cases[i]), "case %u did not abort naming the address", i);
+}
+
+int main(void)
+{
+    printf("# size_specialized=%d\n", SC_SIZE_SPECIALIZED);
+    RUN(table_matches_go);
+    RUN(rounding_every_size);
+    RUN(specialized_dispatch);
+    RUN(alignment_per_class);
+    RUN(calloc_and_realloc);
+    RUN(stress_shadow_model);
+    RUN(cross_thread_frees);
+    RUN(thread_exit_hands_spans_over);
+    RUN(stats_track_objects);
+    RUN(growth_policy_matches_go);
+    RUN(bad_frees_abort_in_child);
+    RUN(scavenge_returns_memory);
+    CHECK_DONE();
+}

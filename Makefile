@@ -98,7 +98,7 @@ $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_coro: $(BUILD)/obj/tests/test_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+	$(CC) -o $@ $^ -lm $(LDFLAGS_ALL)
 $(BUILD)/tests/test_config: $(BUILD)/obj/tests/test_config.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)

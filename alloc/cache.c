@@ -211,7 +211,7 @@ void *sc_cache_refill(sc_cache *c, unsigned sc)
         c->others[sc] = pick;
         sc_vg_defined(pick->free, sizeof(uintptr_t));
         void *p = sc_span_pop(c, pick, sc);
-        sc_vg_malloclike(p, pick->elemsize);
+        sc_vg_malloclike(p, pick->elemsize, false);
         return p;
     }
     c->cur[sc] = pick;

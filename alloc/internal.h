@@ -192,7 +192,7 @@ void sc_trim_all_caches(void) SC_HIDDEN;
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;
 /* valgrind.c */
 bool sc_running_on_valgrind(void) SC_HIDDEN;
-void sc_vg_malloclike(void *p, size_t n) SC_HIDDEN;
+void sc_vg_malloclike(void *p, size_t n, bool zeroed) SC_HIDDEN;
 void sc_vg_freelike(void *p) SC_HIDDEN;
 void sc_vg_noaccess(void *p, size_t n) SC_HIDDEN;
 void sc_vg_defined(void *p, size_t n) SC_HIDDEN;

@@ -77,7 +77,7 @@ static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool sta
     }
     s->large_bytes = n;
     if (SC_UNLIKELY(sc_heap.valgrind))
-        sc_vg_malloclike((void *)s->base, n);
+        sc_vg_malloclike((void *)s->base, n, zero);
     return (void *)s->base;
 }
 

@@ -213,6 +213,8 @@ sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
         s->npages = (uint32_t)npages;
         insert_free_run(first + npages, rest, NULL);
     }
+    if (SC_UNLIKELY(sc_heap.valgrind))     /* pages of freed blocks are no-access to memcheck */
+        sc_vg_defined((void *)s->base, npages << SC_PAGE_SHIFT);
     size_t clean = 0;
     for (size_t i = first; i < first + npages; i++) {
         if (page_dirty(i)) {

@@ -10,13 +10,13 @@
 #include <valgrind/valgrind.h>
 
 bool sc_running_on_valgrind(void) { return RUNNING_ON_VALGRIND != 0; }
-void sc_vg_malloclike(void *p, size_t n) { VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 0); }
+void sc_vg_malloclike(void *p, size_t n, bool zeroed) { VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, zeroed); }
 void sc_vg_freelike(void *p) { VALGRIND_FREELIKE_BLOCK(p, 0); }
 void sc_vg_noaccess(void *p, size_t n) { VALGRIND_MAKE_MEM_NOACCESS(p, n); }
 void sc_vg_defined(void *p, size_t n) { VALGRIND_MAKE_MEM_DEFINED(p, n); }
 #else
 bool sc_running_on_valgrind(void) { return false; }
-void sc_vg_malloclike(void *p, size_t n) { (void)p, (void)n; }
+void sc_vg_malloclike(void *p, size_t n, bool zeroed) { (void)p, (void)n, (void)zeroed; }
 void sc_vg_freelike(void *p) { (void)p; }
 void sc_vg_noaccess(void *p, size_t n) { (void)p, (void)n; }
 void sc_vg_defined(void *p, size_t n) { (void)p, (void)n; }

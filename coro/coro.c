@@ -1,0 +1,361 @@
+/* Coroutine lifecycle: creation on a heap stack, resume/yield, and release at finish.
+ *
+ * Layout of the one allocation (stacks grow down):
+ *     lo: [guard page, guard mode only][canary][ ...stack... ][struct coro] :hi
+ * The canary sits where an overflow lands first and is checked on every switch out of
+ * the coroutine; a smashed one aborts naming the coroutine.  In guard mode the lowest
+ * page is PROT_NONE and the stack, once protected, is kept in a per-thread cache so the
+ * mprotect calls are paid once per stack rather than once per coroutine.
+ *
+ * Sanitizers are told about every switch (ASan's fiber API), and valgrind about every
+ * stack, so neither reports the stack changes as errors. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <pthread.h>
+
+#include "coro.h"
+#include "scalloc.h"
+#include "switch.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CORO_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CORO_ASAN 1
+#endif
+#if CORO_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define CORO_VALGRIND 1
+#endif
+
+#define CANARY 0xC0A0C0DEDEADBEEFull
+#define PAINT_BYTE 0xA5
+#define GUARD_CACHE_MAX 64
+
+struct coro {
+    coro_ctx ctx;              /* the coroutine's own context while it is suspended */
+    coro_ctx caller;           /* its resumer's context while it runs */
+    coro *resumer;
+    coro_fn fn;
+    void *arg;
+    uint64_t *canary;
+    void *mem;                 /* the allocation */
+    size_t mem_size;
+    uint64_t id;
+    bool finished, guarded, painted;
+#if CORO_ASAN
+    void *fake_stack;
+    const void *caller_stack_bottom;
+    size_t caller_stack_size;
+#endif
+#if CORO_VALGRIND
+    unsigned vg_stack;
+#endif
+};
+
+/* Per-thread counters, summed by coro_read_counters: written only by their thread. */
+struct counters {
+    uint64_t live, created, stack_bytes, deepest;
+    struct counters *next;
+    bool registered;
+};
+
+static __thread coro *current;
+static __thread struct counters counters;
+static __thread void *guard_cache[GUARD_CACHE_MAX];
+static __thread unsigned guard_cached;
+static __thread size_t guard_cached_size;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct counters *registry;
+static struct counters exited;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static _Atomic size_t opt_stack_size = CORO_DEFAULT_STACK;
+static _Atomic bool opt_guard, opt_paint;
+static _Atomic uint64_t deepest_seen;
+
+static void bump(uint64_t *ctr, int64_t delta)
+{
+    __atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+static void flush_guard_cache(void);
+
+static void thread_exit(void *arg)
+{
+    struct counters *c = arg;
+    flush_guard_cache();
+    pthread_mutex_lock(&registry_lock);
+    exited.created += c->created;
+    exited.live += c->live;
+    exited.stack_bytes += c->stack_bytes;
+    struct counters **pp = &registry;
+    while (*pp && *pp != c)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = c->next;
+    c->registered = false;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void make_key(void) { pthread_key_create(&exit_key, thread_exit); }
+
+static void register_counters(void)
+{
+    pthread_once(&exit_once, make_key);
+    pthread_setspecific(exit_key, &counters);
+    pthread_mutex_lock(&registry_lock);
+    counters.next = registry;
+    registry = &counters;
+    counters.registered = true;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void coro_configure(const struct coro_options *opt)
+{
+    size_t size = opt->stack_size ? opt->stack_size : CORO_DEFAULT_STACK;
+    if (size < CORO_MIN_STACK)
+        size = CORO_MIN_STACK;
+    atomic_store(&opt_stack_size, size);
+    atomic_store(&opt_guard, opt->guard_pages);
+    atomic_store(&opt_paint, opt->paint);
+}
+
+void coro_get_options(struct coro_options *out)
+{
+    out->stack_size = atomic_load(&opt_stack_size);
+    out->guard_pages = atomic_load(&opt_guard);
+    out->paint = atomic_load(&opt_paint);
+}
+
+void coro_read_counters(struct coro_counters *out)
+{
+    pthread_mutex_lock(&registry_lock);
+    out->live = exited.live;
+    out->created = exited.created;
+    out->stack_bytes = exited.stack_bytes;
+    for (struct counters *c = registry; c; c = c->next) {
+        out->live += __atomic_load_n(&c->live, __ATOMIC_RELAXED);
+        out->created += __atomic_load_n(&c->created, __ATOMIC_RELAXED);
+        out->stack_bytes += __atomic_load_n(&c->stack_bytes, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    out->deepest = atomic_load_explicit(&deepest_seen, memory_order_relaxed);
+}
+
+const char *coro_switch_kind(void)
+{
+#if CORO_UCONTEXT
+    return "ucontext";
+#elif defined(__x86_64__)
+    return "asm-x86_64";
+#else
+    return "asm-aarch64";
+#endif
+}
+
+coro *coro_current(void) { return current; }
+uint64_t coro_id(const coro *c) { return c->id; }
+
+static size_t os_page(void)
+{
+    static size_t page;
+    if (!page)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    return page;
+}
+
+/* Guard mode: whole pages from the heap's large path (page-aligned), lowest page
+ * protected, kept protected in the cache while they wait for the next coroutine. */
+static void *guarded_stack_alloc(size_t size)
+{
+    if (guard_cached && guard_cached_size == size)
+        return guard_cache[--guard_cached];
+    if (guard_cached_size != size)
+        flush_guard_cache();
+    size_t alloc = size < 40u << 10 ? 40u << 10 : size;   /* above 32 KiB: page-aligned */
+    void *mem = sc_stack_alloc(alloc);
+    if (!mem)
+        return NULL;
+    if (mprotect(mem, os_page(), PROT_NONE)) {
+        sc_stack_free(mem);
+        return NULL;
+    }
+    return mem;
+}
+
+static void guarded_stack_free(void *mem, size_t size)
+{
+    if (guard_cached < GUARD_CACHE_MAX && (guard_cached == 0 || guard_cached_size == size)) {
+        guard_cached_size = size;
+        guard_cache[guard_cached++] = mem;
+        return;
+    }
+    mprotect(mem, os_page(), PROT_READ | PROT_WRITE);
+    sc_stack_free(mem);
+}
+
+static void flush_guard_cache(void)
+{
+    while (guard_cached) {
+        void *mem = guard_cache[--guard_cached];
+        mprotect(mem, os_page(), PROT_READ | PROT_WRITE);
+        sc_stack_free(mem);
+    }
+}
+
+coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
+{
+    if (!stack_size)
+        stack_size = atomic_load_explicit(&opt_stack_size, memory_order_relaxed);
+    if (stack_size < CORO_MIN_STACK)
+        stack_size = CORO_MIN_STACK;
+    bool guard = atomic_load_explicit(&opt_guard, memory_order_relaxed);
+    void *mem;
+    size_t mem_size = stack_size;
+    if (guard) {
+        mem_size = (stack_size < 40u << 10 ? 40u << 10 : stack_size);
+        mem_size = (mem_size + os_page() - 1) & ~(os_page() - 1);
+        mem = guarded_stack_alloc(mem_size);
+    } else {
+        mem = sc_stack_alloc(stack_size);
+        mem_size = mem ? sc_usable_size(mem) : 0;
+    }
+    if (!mem)
+        return NULL;
+    uintptr_t lo = (uintptr_t)mem + (guard ? os_page() : 0);
+    uintptr_t hi = ((uintptr_t)mem + mem_size - sizeof(coro)) & ~(uintptr_t)63;
+    coro *c = (coro *)hi;
+    memset(c, 0, sizeof *c);
+    c->fn = fn;
+    c->arg = arg;
+    c->mem = mem;
+    c->mem_size = mem_size;
+    c->guarded = guard;
+    c->canary = (uint64_t *)lo;
+    *c->canary = CANARY;
+    uintptr_t stack_lo = lo + sizeof(uint64_t);
+    if (atomic_load_explicit(&opt_paint, memory_order_relaxed)) {
+        c->painted = true;
+        memset((void *)stack_lo, PAINT_BYTE, hi - stack_lo);
+    }
+    coro_ctx_init(&c->ctx, (void *)stack_lo, hi - stack_lo, c);
+#if CORO_VALGRIND
+    c->vg_stack = VALGRIND_STACK_REGISTER(stack_lo, hi);
+#endif
+    if (!counters.registered)
+        register_counters();
+    c->id = counters.created + 1;
+    bump(&counters.created, 1);
+    bump(&counters.live, 1);
+    bump(&counters.stack_bytes, (int64_t)mem_size);
+    return c;
+}
+
+static void check_canary(const coro *c)
+{
+    if (*c->canary != CANARY) {
+        fprintf(stderr, "coro: stack overflow in coroutine %llu (stack of %zu bytes): raise coro_stack_size\n",
+                (unsigned long long)c->id, c->mem_size);
+        abort();
+    }
+}
+
+static void measure_depth(const coro *c)
+{
+    const unsigned char *p = (const unsigned char *)(c->canary + 1), *top = (const unsigned char *)c;
+    while (p < top && *p == PAINT_BYTE)
+        p++;
+    uint64_t used = (uint64_t)(top - p);
+    uint64_t seen = atomic_load_explicit(&deepest_seen, memory_order_relaxed);
+    while (used > seen && !atomic_compare_exchange_weak(&deepest_seen, &seen, used)) {
+    }
+    if (used > counters.deepest)
+        counters.deepest = used;
+}
+
+static void release(coro *c)
+{
+    if (c->painted)
+        measure_depth(c);
+#if CORO_VALGRIND
+    VALGRIND_STACK_DEREGISTER(c->vg_stack);
+#endif
+    bump(&counters.live, -1);
+    bump(&counters.stack_bytes, -(int64_t)c->mem_size);
+    if (c->guarded)
+        guarded_stack_free(c->mem, c->mem_size);
+    else
+        sc_stack_free(c->mem);
+}
+
+void coro_main(coro *c, void *value)
+{
+#if CORO_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &c->caller_stack_bottom, &c->caller_stack_size);
+#endif
+    (void)value;
+    void *result = c->fn(c->arg);
+    c->finished = true;
+    check_canary(c);
+#if CORO_ASAN
+    __sanitizer_start_switch_fiber(NULL, c->caller_stack_bottom, c->caller_stack_size);
+#endif
+    coro_ctx_switch(&c->ctx, &c->caller, result);
+    __builtin_unreachable();
+}
+
+bool coro_resume(coro *c, void **io)
+{
+    c->resumer = current;
+    current = c;
+#if CORO_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, c->canary, (size_t)((char *)c - (char *)c->canary));
+#endif
+    void *out = coro_ctx_switch(&c->caller, &c->ctx, io ? *io : NULL);
+#if CORO_ASAN
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+    current = c->resumer;
+    if (io)
+        *io = out;
+    if (c->finished) {
+        release(c);
+        return false;
+    }
+    return true;
+}
+
+void *coro_yield(void *value)
+{
+    coro *c = current;
+    check_canary(c);
+#if CORO_ASAN
+    __sanitizer_start_switch_fiber(&c->fake_stack, c->caller_stack_bottom, c->caller_stack_size);
+#endif
+    void *in = coro_ctx_switch(&c->ctx, &c->caller, value);
+#if CORO_ASAN
+    __sanitizer_finish_switch_fiber(c->fake_stack, &c->caller_stack_bottom, &c->caller_stack_size);
+#endif
+    return in;
+}
+
+void coro_destroy(coro *c)
+{
+    if (c == current)
+        abort();
+    release(c);
+}

@@ -1,0 +1,389 @@
+/* Unit tests of the coroutines: switching, nesting, many suspended coroutines, values
+ * in and out, register and floating-point state, stack alignment, release at finish,
+ * and overflow detection (canary, and guard pages). */
+#define _GNU_SOURCE
+#include <fenv.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "coro.h"
+#include "scalloc.h"
+
+static void *counter_fn(void *arg)
+{
+    intptr_t n = (intptr_t)arg;
+    for (intptr_t i = 0; i < n; i++) {
+        intptr_t got = (intptr_t)coro_yield((void *)i);
+        if (got != i * 10)
+            return (void *)-1;
+    }
+    return (void *)(n * 1000);
+}
+
+static void values_in_and_out(void)
+{
+    coro *c = coro_create(counter_fn, (void *)5, 0);
+    CHECK(c && coro_current() == NULL);
+    void *io = NULL;
+    CHECK(coro_resume(c, &io) && io == (void *)0);
+    for (intptr_t i = 0; i < 5; i++) {
+        io = (void *)(i * 10);            /* what the yield that gave i returns */
+        bool alive = coro_resume(c, &io);
+        if (i < 4)
+            CHECK(alive && (intptr_t)io == i + 1);
+        else
+            CHECK(!alive && (intptr_t)io == 5000);
+    }
+}
+
+/* Two coroutines bouncing a counter through their resumer. */
+static int ping_count, pong_count;
+static void *ping(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 100000; i++) {
+        ping_count++;
+        coro_yield(NULL);
+    }
+    return NULL;
+}
+static void *pong(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 100000; i++) {
+        pong_count++;
+        coro_yield(NULL);
+    }
+    return NULL;
+}
+
+static void ping_pong(void)
+{
+    coro *a = coro_create(ping, NULL, 0), *b = coro_create(pong, NULL, 0);
+    bool alive_a = true, alive_b = true;
+    while (alive_a || alive_b) {
+        if (alive_a) alive_a = coro_resume(a, NULL);
+        CHECK(pong_count == ping_count - (alive_a ? 1 : 0) || !alive_a);
+        if (alive_b) alive_b = coro_resume(b, NULL);
+        CHECK(!alive_a || pong_count == ping_count);
+    }
+    CHECK(ping_count == 100000 && pong_count == 100000);
+}
+
+/* A coroutine that creates and drives others, two levels deep. */
+static void *leaf(void *arg)
+{
+    coro_yield((void *)((intptr_t)arg + 1));
+    return (void *)((intptr_t)arg + 2);
+}
+static void *middle(void *arg)
+{
+    intptr_t sum = 0;
+    coro *self = coro_current();
+    for (intptr_t i = 0; i < 10; i++) {
+        coro *l = coro_create(leaf, (void *)(i * 100), 0);
+        void *io = NULL;
+        if (!coro_resume(l, &io) || coro_current() != self)
+            return (void *)-1;
+        sum += (intptr_t)io;
+        if (coro_resume(l, &io))
+            return (void *)-2;
+        sum += (intptr_t)io;
+        coro_yield((void *)sum);
+    }
+    return (void *)(sum + (intptr_t)arg);
+}
+
+static void nested_coroutines(void)
+{
+    coro *m = coro_create(middle, (void *)7, 0);
+    void *io = NULL;
+    int rounds = 0;
+    while (coro_resume(m, &io))
+        rounds++;
+    /* sum of (i*100+1)+(i*100+2) over i<10 = 200*45 + 30 = 9030 */
+    CHECK(rounds == 10);
+    CHECK((intptr_t)io == 9030 + 7);
+    CHECK(coro_current() == NULL);
+}
+
+static void *suspend_once(void *arg)
+{
+    intptr_t v = (intptr_t)coro_yield(arg);
+    return (void *)(v + 1);
+}
+
+static void hundred_thousand_suspended(void)
+{
+    enum { N = 100000 };
+    static coro *cs[N];
+    struct coro_counters before, during, after;
+    coro_read_counters(&before);
+    for (intptr_t i = 0; i < N; i++) {
+        cs[i] = coro_create(suspend_once, (void *)i, CORO_MIN_STACK);
+        CHECK(cs[i]);
+        void *io = NULL;
+        CHECK(coro_resume(cs[i], &io) && (intptr_t)io == i);
+    }
+    coro_read_counters(&during);
+    CHECK(during.live - before.live == N);
+    CHECK(during.stack_bytes - before.stack_bytes >= (uint64_t)N * CORO_MIN_STACK);
+    struct sc_stats st;
+    sc_read_stats(&st);
+    CHECK(st.stack_inuse >= (uint64_t)N * CORO_MIN_STACK);
+    for (intptr_t i = N - 1; i >= 0; i--) {
+        void *io = (void *)(i * 3);
+        CHECK(!coro_resume(cs[i], &io));
+        CHECK((intptr_t)io == i * 3 + 1);
+    }
+    coro_read_counters(&after);
+    CHECK(after.live == before.live && after.stack_bytes == before.stack_bytes);
+    CHECK(after.created - before.created == N);
+}
+
+/* Many live values across switches: the compiler keeps them in callee-saved
+ * registers, which the other side overwrites with its own. */
+static void *clobber(void *arg)
+{
+    volatile double vd = 1.5;
+    uint64_t a = (uintptr_t)arg, b = a * 3, c = a ^ 0x55, d = a + 99, e = ~a, f = a << 7;
+    double x = vd, y = vd * 2, z = vd * 3;
+    for (int i = 0; i < 1000; i++) {
+        coro_yield(NULL);
+        a += b, b ^= c, c += d, d ^= e, e += f, f ^= a;
+        x = x * 1.000001 + y, y += z * 0.5, z -= x * 0.25;
+    }
+    return (void *)(uintptr_t)(a + b + c + d + e + f + (uint64_t)(x + y + z));
+}
+
+static uint64_t clobber_reference(uintptr_t arg)
+{
+    volatile double vd = 1.5;
+    uint64_t a = arg, b = a * 3, c = a ^ 0x55, d = a + 99, e = ~a, f = a << 7;
+    double x = vd, y = vd * 2, z = vd * 3;
+    for (int i = 0; i < 1000; i++) {
+        a += b, b ^= c, c += d, d ^= e, e += f, f ^= a;
+        x = x * 1.000001 + y, y += z * 0.5, z -= x * 0.25;
+    }
+    return a + b + c + d + e + f + (uint64_t)(x + y + z);
+}
+
+static void registers_preserved(void)
+{
+    coro *p = coro_create(clobber, (void *)12345, 0), *q = coro_create(clobber, (void *)777, 0);
+    uint64_t m1 = 0x0123456789abcdefull, m2 = m1 * 7, m3 = m1 ^ 0xff, m4 = m1 + 1;
+    double dx = 3.25, dy = -1.75;
+    void *rp = NULL, *rq = NULL;
+    bool ap = true, aq = true;
+    while (ap || aq) {
+        if (ap) ap = coro_resume(p, &rp);
+        m1 = m1 * 31 + m2, m2 ^= m3, m3 += m4, m4 = m4 * 3 + 1, dx = dx * 0.5 + dy, dy += 1.0;
+        if (aq) aq = coro_resume(q, &rq);
+    }
+    uint64_t r1 = 0x0123456789abcdefull, r2 = r1 * 7, r3 = r1 ^ 0xff, r4 = r1 + 1;
+    double ex = 3.25, ey = -1.75;
+    for (int i = 0; i < 1001; i++)
+        r1 = r1 * 31 + r2, r2 ^= r3, r3 += r4, r4 = r4 * 3 + 1, ex = ex * 0.5 + ey, ey += 1.0;
+    CHECK(m1 == r1 && m2 == r2 && m3 == r3 && m4 == r4 && dx == ex && dy == ey);
+    CHECK((uintptr_t)rp == clobber_reference(12345));
+    CHECK((uintptr_t)rq == clobber_reference(777));
+}
+
+/* Floating-point control state belongs to each context. */
+static void *rounding_up(void *arg)
+{
+    (void)arg;
+    fesetround(FE_UPWARD);
+#if defined(__x86_64__)
+    uint16_t cw;
+    __asm__ volatile("fnstcw %0" : "=m"(cw));
+    cw = (uint16_t)((cw & ~0x300) | 0x000);   /* x87 precision: single */
+    __asm__ volatile("fldcw %0" ::"m"(cw));
+#endif
+    coro_yield(NULL);
+    intptr_t ok = fegetround() == FE_UPWARD;
+#if defined(__x86_64__)
+    uint16_t now;
+    __asm__ volatile("fnstcw %0" : "=m"(now));
+    ok = ok && (now & 0x300) == 0;
+#endif
+    fesetround(FE_TONEAREST);
+    return (void *)ok;
+}
+
+static void fp_control_preserved(void)
+{
+    fesetround(FE_TONEAREST);
+    coro *c = coro_create(rounding_up, NULL, 0);
+    void *io = NULL;
+    CHECK(coro_resume(c, &io));
+    CHECK(fegetround() == FE_TONEAREST);
+#if defined(__x86_64__)
+    uint16_t cw;
+    __asm__ volatile("fnstcw %0" : "=m"(cw));
+    CHECK((cw & 0x300) == 0x300);
+#endif
+    CHECK(!coro_resume(c, &io));
+    CHECK(io == (void *)1);
+}
+
+static void *alignment_probe(void *arg)
+{
+    (void)arg;
+    char buf[64];
+    volatile double d = 2.5;
+    /* printf of a double uses aligned SSE stores on the stack in glibc. */
+    snprintf(buf, sizeof buf, "%f %Lf", d, (long double)d);
+    _Alignas(16) char probe[16];
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    return (void *)(uintptr_t)(((uintptr_t)probe % 16 == 0) && sp % 16 == 0 && !strcmp(buf, "2.500000 2.500000"));
+}
+
+static void stack_aligned_at_entry(void)
+{
+    for (size_t size = CORO_MIN_STACK; size < 70000; size += 4104) {
+        coro *c = coro_create(alignment_probe, NULL, size);
+        void *io = NULL;
+        CHECK(!coro_resume(c, &io));
+        CHECKF(io == (void *)1, "misaligned with stack size %zu", size);
+    }
+}
+
+static void *return_at_once(void *arg) { return arg; }
+
+static void stack_released_at_finish(void)
+{
+    struct sc_stats a, b;
+    struct coro_counters ca, cb;
+    coro *warm = coro_create(return_at_once, NULL, 0);
+    CHECK(!coro_resume(warm, NULL));
+    sc_read_stats(&a);
+    coro_read_counters(&ca);
+    for (int i = 0; i < 1000; i++) {
+        coro *c = coro_create(return_at_once, (void *)(intptr_t)i, 0);
+        void *io = NULL;
+        CHECK(!coro_resume(c, &io) && io == (void *)(intptr_t)i);
+    }
+    sc_read_stats(&b);
+    coro_read_counters(&cb);
+    CHECK(b.stack_inuse == a.stack_inuse);       /* one stack, reused each time */
+    CHECK(cb.live == ca.live && cb.stack_bytes == ca.stack_bytes);
+}
+
+static void *deep(void *arg)
+{
+    size_t n = (size_t)arg;
+    volatile char big[n];
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)i;
+    coro_yield(NULL);
+    return (void *)(uintptr_t)big[0];
+}
+
+static void painting_measures_depth(void)
+{
+    struct coro_options old, opt;
+    coro_get_options(&old);
+    opt = old;
+    opt.paint = true;
+    coro_configure(&opt);
+    coro *c = coro_create(deep, (void *)(size_t)10000, 32768);
+    CHECK(coro_resume(c, NULL));
+    CHECK(!coro_resume(c, NULL));
+    coro_configure(&old);
+    struct coro_counters k;
+    coro_read_counters(&k);
+    CHECKF(k.deepest >= 10000 && k.deepest < 20000, "deepest %llu", (unsigned long long)k.deepest);
+}
+
+static int run_child(void (*fn)(void), int *sig, char *err, size_t errlen)
+{
+    int fds[2];
+    if (pipe(fds))
+        return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    ssize_t n = 0, r;
+    while ((r = read(fds[0], err + n, errlen - 1 - (size_t)n)) > 0)
+        n += r;
+    err[n] = 0;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    *sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    return 1;
+}
+
+static void overflow_canary_child(void)
+{
+    coro *c = coro_create(deep, (void *)(size_t)(16384 + 512), 16384);
+    coro_resume(c, NULL);
+}
+
+static void overflow_guard_child(void)
+{
+    struct coro_options opt;
+    coro_get_options(&opt);
+    opt.guard_pages = true;
+    coro_configure(&opt);
+    coro *c = coro_create(deep, (void *)(size_t)(200u << 10), 64u << 10);
+    coro_resume(c, NULL);
+}
+
+static void overflow_detected(void)
+{
+    char err[1024];
+    int sig;
+    CHECK(run_child(overflow_canary_child, &sig, err, sizeof err));
+    CHECKF(sig == SIGABRT && strstr(err, "stack overflow in coroutine") && strstr(err, "coro_stack_size"),
+           "signal %d, stderr: %s", sig, err);
+    CHECK(run_child(overflow_guard_child, &sig, err, sizeof err));
+    /* ASan catches the fault itself and exits with its own report. */
+    CHECKF(sig == SIGSEGV || (strstr(err, "AddressSanitizer") && strstr(err, "SEGV")) ||
+               strstr(err, "stack-overflow"), "guard page: signal %d, stderr: %.200s", sig, err);
+}
+
+static void guard_pages_reuse_stacks(void)
+{
+    struct coro_options old, opt;
+    coro_get_options(&old);
+    opt = old;
+    opt.guard_pages = true;
+    coro_configure(&opt);
+    for (int i = 0; i < 200; i++) {
+        coro *c = coro_create(counter_fn, (void *)2, 0);
+        void *io = NULL;
+        CHECK(coro_resume(c, &io) && io == (void *)0);
+        io = (void *)0;
+        CHECK(coro_resume(c, &io));
+        io = (void *)10;
+        CHECK(!coro_resume(c, &io) && io == (void *)2000);
+    }
+    coro_configure(&old);
+}
+
+int main(void)
+{
+    printf("# switch=%s\n", coro_switch_kind());
+    RUN(values_in_and_out);
+    RUN(ping_pong);
+    RUN(nested_coroutines);
+    RUN(hundred_thousand_suspended);
+    RUN(registers_preserved);
+    RUN(fp_control_preserved);
+    RUN(stack_aligned_at_entry);
+    RUN(stack_released_at_finish);
+    RUN(painting_measures_depth);
+    RUN(guard_pages_reuse_stacks);
+    RUN(overflow_detected);
+    CHECK_DONE();
+}

@@ -53,7 +53,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
 
-TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
+TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(wildcard $(BENCHES:$(BUILD)/%=%.c))
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif

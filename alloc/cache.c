@@ -127,7 +127,19 @@ static void span_gather(sc_span *s)
     }
 }
 
-static bool span_has_free(const sc_span *s) { return (uintptr_t)s->free != s->end; }
+static bool span_has_free(const sc_span *s) { return (uintptr_t)s->free != s->end || s->bump != s->end; }
+
+/* Takes an object from a span known to have one: listed objects first, so recently
+ * freed (warm) memory is reused before untouched memory is. */
+static void *span_take(sc_cache *c, sc_span *s, unsigned sc, bool *zeroed)
+{
+    if ((uintptr_t)s->free != s->end)
+        return sc_span_pop(c, s, sc);
+    sc_count(&c->nmalloc[sc]);
+    if (zeroed)
+        *zeroed = !s->needzero;
+    return sc_span_bump(s);
+}
 
 static sc_span *fresh_span(unsigned sc)
 {
@@ -168,7 +180,7 @@ void sc_cache_trim(sc_cache *c)
     }
 }
 
-void *sc_cache_refill(sc_cache *c, unsigned sc)
+void *sc_cache_refill(sc_cache *c, unsigned sc, bool *zeroed)
 {
     if (SC_UNLIKELY(!c->registered))
         sc_cache_register(c);
@@ -177,11 +189,13 @@ void *sc_cache_refill(sc_cache *c, unsigned sc)
         c->trim_epoch = epoch;
         sc_cache_trim(c);
     }
+    if (zeroed)
+        *zeroed = false;
     sc_span *cur = c->cur[sc];
     if (cur != &sc_empty_span) {
         span_gather(cur);
         if (span_has_free(cur))
-            return sc_span_pop(c, cur, sc);
+            return span_take(c, cur, sc, zeroed);
     }
     sc_span *pick = NULL;
     for (int i = 0; i < REFILL_SCAN && c->others[sc] && !pick; i++) {
@@ -209,13 +223,17 @@ void *sc_cache_refill(sc_cache *c, unsigned sc)
         c->cur[sc] = &sc_empty_span;
         others_push_tail(c, sc, pick);
         c->others[sc] = pick;
-        sc_vg_defined(pick->free, sizeof(uintptr_t));
-        void *p = sc_span_pop(c, pick, sc);
-        sc_vg_malloclike(p, pick->elemsize, false);
+        if ((uintptr_t)pick->free != pick->end)
+            sc_vg_defined(pick->free, sizeof(uintptr_t));
+        bool zero = false;
+        void *p = span_take(c, pick, sc, &zero);
+        sc_vg_malloclike(p, pick->elemsize, zero);
+        if (zeroed)
+            *zeroed = zero;
         return p;
     }
     c->cur[sc] = pick;
-    return sc_span_pop(c, pick, sc);
+    return span_take(c, pick, sc, zeroed);
 }
 
 void sc_trim_all_caches(void)

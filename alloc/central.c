@@ -54,7 +54,7 @@ void sc_central_abandon(sc_span *s)
         sc_heap_free(s);
         return;
     }
-    s->in_full = (uintptr_t)s->free == s->end;
+    s->in_full = (uintptr_t)s->free == s->end && s->bump == s->end;
     list_push(s->in_full ? &c->full : &c->partial, s);
     pthread_mutex_unlock(&c->lock);
 }

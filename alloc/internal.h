@@ -12,6 +12,10 @@
  *   process-wide random key, and every list ends with span->end (one past the last
  *   object), never NULL.  A freed object's first word therefore decodes into its own
  *   span: that is how a double free is recognised without a per-object header.
+ * - A fresh span is not threaded: objects past span->bump are handed out by bumping,
+ *   so pages nobody asked for stay untouched (and, if they came clean, zero), and
+ *   mul_limit only admits objects below the bump, so freeing one never handed out is
+ *   caught by the same multiply that rejects interior pointers.
  * - used = objects handed out minus objects freed to local_free minus remote frees
  *   collected; the owner keeps it, so a free never has to look at whether the span
  *   became empty (refill and trim do).
@@ -54,8 +58,8 @@ struct sc_span {
     void *local_free;
     _Atomic uintptr_t owner;
     uintptr_t base;
-    uint32_t divmul;           /* ceil(2^32 / elemsize) */
-    uint32_t mul_limit;        /* (uint32)(off * divmul) < mul_limit <=> off starts an object */
+    uint32_t divmul;           /* floor(2^32 / elemsize) + 1 */
+    uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object */
     uint32_t used;
     uintptr_t limit;           /* nelems * elemsize */
     uint8_t spanclass;
@@ -64,6 +68,9 @@ struct sc_span {
     uint8_t in_full;           /* central: on the full list rather than the partial one */
     uint32_t npages;
     /* Cold. */
+    uintptr_t bump;            /* objects from here to end were never handed out */
+    uint32_t excess;           /* elemsize * divmul - 2^32 */
+    bool needzero;             /* the pages may hold data (else never-used objects are zero) */
     _Atomic uintptr_t thread_free;
     sc_span *next, *prev;
     uint32_t nelems, elemsize;
@@ -174,6 +181,7 @@ void sc_heap_free(sc_span *s) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 /* span.c */
 void sc_span_init_small(sc_span *s, unsigned spanclass) SC_HIDDEN;
+void *sc_span_bump(sc_span *s) SC_HIDDEN;
 size_t sc_list_length(const sc_span *s, void *head) SC_HIDDEN;
 bool sc_list_contains(const sc_span *s, void *head, const void *p) SC_HIDDEN;
 void *sc_list_concat(const sc_span *s, void *a, void *b) SC_HIDDEN;
@@ -183,7 +191,7 @@ void sc_central_abandon(sc_span *s) SC_HIDDEN;
 sc_span *sc_central_adopt(unsigned spanclass) SC_HIDDEN;
 bool sc_central_free(sc_span *s, void *p) SC_HIDDEN;
 /* cache.c */
-void *sc_cache_refill(sc_cache *c, unsigned spanclass) SC_HIDDEN;
+void *sc_cache_refill(sc_cache *c, unsigned spanclass, bool *zeroed) SC_HIDDEN;
 void sc_cache_trim(sc_cache *c) SC_HIDDEN;
 void sc_cache_register(sc_cache *c) SC_HIDDEN;
 void sc_cache_sum(uint64_t nmalloc[SC_NSPANCLASS], uint64_t nfree[SC_NSPANCLASS]) SC_HIDDEN;

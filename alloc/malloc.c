@@ -38,7 +38,7 @@ static inline __attribute__((always_inline)) void *alloc_small(unsigned sc)
     sc_cache *c = &sc_tls;
     sc_span *s = c->cur[sc];
     if (SC_UNLIKELY((uintptr_t)s->free == s->end))
-        return sc_cache_refill(c, sc);
+        return sc_cache_refill(c, sc, NULL);
     return sc_span_pop(c, s, sc);
 }
 
@@ -193,8 +193,14 @@ void *sc_calloc(size_t count, size_t n)
     }
     if (bytes > SC_MAX_SMALL)
         return alloc_large(bytes, true, false);
-    void *p = sc_malloc_generic(bytes);
-    if (p)
+    /* The fast path's lists hold used objects; the refill path may hand out a never-used
+     * object from clean pages, which is zero already and stays untouched. */
+    unsigned sc = SC_SPANCLASS(size_class(bytes), 0);
+    sc_cache *c = &sc_tls;
+    sc_span *s = c->cur[sc];
+    bool zeroed = false;
+    void *p = (uintptr_t)s->free != s->end ? sc_span_pop(c, s, sc) : sc_cache_refill(c, sc, &zeroed);
+    if (p && !zeroed)
         memset(p, 0, bytes);
     return p;
 }

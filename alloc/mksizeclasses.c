@@ -86,12 +86,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) printf("%s%d", i % 12 ? ", " : (i ? ",\n    " : "\n    "), c[i].size);
     printf("\n};\nstatic const uint8_t sc_class_npages[SC_NCLASS] = {");
     for (int i = 0; i < n; i++) printf("%s%d", i % 20 ? ", " : (i ? ",\n    " : "\n    "), c[i].npages);
-    /* divmul = ceil(2^32/size): off*divmul>>32 == off/size for every in-span offset, and
-     * the low 32 bits of off*divmul stay below nelems*(size*divmul-2^32) exactly when off
-     * is the start of one of the span's objects (see span_check_boundary in internal.h). */
+    /* divmul = floor(2^32/size) + 1, so excess = size*divmul - 2^32 is in (0, size].  For
+     * an in-span offset off = k*size + r, the low 32 bits of off*divmul are k*excess when
+     * r == 0 and at least divmul otherwise (no wrap: (k+1)*excess < divmul for every
+     * class), so "low32 < n*excess" says "off starts one of the first n objects". */
     printf("\n};\nstatic const uint32_t sc_class_divmul[SC_NCLASS] = {");
     for (int i = 0; i < n; i++) {
-        uint32_t d = i ? (uint32_t)((((uint64_t)1 << 32) + c[i].size - 1) / c[i].size) : 0;
+        uint32_t d = i ? (uint32_t)(((uint64_t)1 << 32) / c[i].size + 1) : 0;
         printf("%s%uu", i % 6 ? ", " : (i ? ",\n    " : "\n    "), d);
     }
     printf("\n};\n");

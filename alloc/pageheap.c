@@ -216,10 +216,13 @@ sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
     if (SC_UNLIKELY(sc_heap.valgrind))     /* pages of freed blocks are no-access to memcheck */
         sc_vg_defined((void *)s->base, npages << SC_PAGE_SHIFT);
     size_t clean = 0;
+    s->needzero = false;
     for (size_t i = first; i < first + npages; i++) {
         if (page_dirty(i)) {
             if (zero)
                 memset((void *)(sc_heap.base + (i << SC_PAGE_SHIFT)), 0, SC_PAGE_SIZE);
+            else
+                s->needzero = true;
         } else {
             clean++;
             sc_heap.dirty[i / 64] |= (uint64_t)1 << (i % 64);

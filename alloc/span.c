@@ -1,10 +1,11 @@
-/* Spans of small objects (Go's mspan): carving a fresh span into a free list, and the
- * list operations the slow paths need.
+/* Spans of small objects (Go's mspan): setting up a fresh span, bump allocation of its
+ * never-used objects, and the list operations the slow paths need.
  *
  * Lists are threaded through the first word of each free object, encoded with the heap
- * key and terminated by span->end (see internal.h).  A fresh span is threaded in address
- * order in one pass: the pages are about to be used anyway, and a span smaller than a
- * page-run is never touched beyond its objects' first words. */
+ * key and terminated by span->end (see internal.h).  A fresh span is not threaded: its
+ * objects are handed out in address order by bumping, so a span touches a page only
+ * when an object on it is first used - what keeps a mostly idle connection's untouched
+ * buffers out of RSS - and calloc can skip clearing objects from clean pages. */
 #include "internal.h"
 
 void sc_span_init_small(sc_span *s, unsigned spanclass)
@@ -14,22 +15,28 @@ void sc_span_init_small(sc_span *s, unsigned spanclass)
     s->spanclass = (uint8_t)spanclass;
     s->elemsize = size;
     s->nelems = (s->npages << SC_PAGE_SHIFT) / size;
-    s->limit = s->nelems * size;
+    s->limit = (uintptr_t)s->nelems * size;
     s->end = s->base + s->limit;
     s->divmul = sc_class_divmul[cls];
-    uint32_t excess = (uint32_t)((uint64_t)size * s->divmul - ((uint64_t)1 << 32));
-    s->mul_limit = excess ? s->nelems * excess : 1;
+    s->excess = (uint32_t)((uint64_t)size * s->divmul - ((uint64_t)1 << 32));
+    s->mul_limit = 0;
+    s->bump = s->base;
     s->used = 0;
+    s->free = (void *)s->end;
     s->local_free = (void *)s->end;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
-
-    char *obj = (char *)s->base;
-    for (uint32_t i = 0; i + 1 < s->nelems; i++, obj += size)
-        *(uintptr_t *)obj = sc_link_encode(obj + size);
-    *(uintptr_t *)obj = sc_link_encode((void *)s->end);
-    s->free = (void *)s->base;
     if (sc_heap.valgrind)
         sc_vg_noaccess((void *)s->base, s->npages << SC_PAGE_SHIFT);
+}
+
+/* Hands out the next never-used object; the caller has checked there is one. */
+void *sc_span_bump(sc_span *s)
+{
+    void *p = (void *)s->bump;
+    s->bump += s->elemsize;
+    s->mul_limit += s->excess;
+    s->used++;
+    return p;
 }
 
 static uintptr_t link_read(void *p)

@@ -48,7 +48,7 @@ CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
 CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
 
 SERVER_SRC := $(sort $(wildcard server/*.c))
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o
 
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
@@ -81,6 +81,8 @@ $(BUILD)/obj/%.o: %.c $(GEN) $(BUILD)/flags
 $(BUILD)/obj/%.o: %.S $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/obj/server/default_conf.o: config/default.conf
 
 $(BUILD)/libscalloc.a: $(ALLOC_OBJ)
 	rm -f $@ && ar rcs $@ $^

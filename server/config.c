@@ -1,0 +1,359 @@
+/* Configuration: the embedded default, config files, command-line overrides and
+ * H2PARK_DEBUG.
+ *
+ * Every key goes through config_set, so a file line, a flag and the embedded default are
+ * checked by the same code and fail with the same words.  Parse errors name the file
+ * and line; the caller prints them and exits 2.  A file's listen lines replace the
+ * default's as a group (the first listen line of a file clears the inherited ones). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "h2park.h"
+#include "scalloc.h"
+
+struct config cfg;
+
+void config_defaults(struct config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->workers = 0;
+    snprintf(c->root, sizeof c->root, "./www");
+    c->parking = true;
+    c->builtin_routes = true;
+    c->log_level = LOG_INFO;
+    c->preface_timeout = 10;
+    c->idle_timeout = 300;
+    c->write_timeout = 30;
+    c->shutdown_timeout = 10;
+    c->scavenge_interval = 5;
+    c->max_conns = 0;
+    c->max_concurrent_streams = 100;
+    c->max_header_list_size = 65536;
+    c->initial_window_size = 65535;
+    c->connection_window_size = 1 << 20;
+    c->max_resets_per_second = 200;
+    c->coro_stack_size = CORO_DEFAULT_STACK;
+    c->parking_source = "default";
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+{
+    snprintf(err, errlen, fmt, a, b);
+    return CONFIG_ERROR;
+}
+
+static int parse_bool(const char *v, bool *out)
+{
+    if (!strcmp(v, "on") || !strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "1"))
+        return *out = true, 0;
+    if (!strcmp(v, "off") || !strcmp(v, "no") || !strcmp(v, "false") || !strcmp(v, "0"))
+        return *out = false, 0;
+    return -1;
+}
+
+static int parse_uint(const char *v, unsigned long long max, unsigned long long *out)
+{
+    if (!*v || !isdigit((unsigned char)*v))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || n > max)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* "10s", "250ms", "5m", "1h" or plain seconds. */
+static int parse_duration(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || errno || d < 0)
+        return -1;
+    if (!strcmp(end, "") || !strcmp(end, "s"))
+        *out = d;
+    else if (!strcmp(end, "ms"))
+        *out = d / 1000;
+    else if (!strcmp(end, "m"))
+        *out = d * 60;
+    else if (!strcmp(end, "h"))
+        *out = d * 3600;
+    else
+        return -1;
+    return 0;
+}
+
+int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = strrchr(text, ':');
+    if (!colon || colon == text || strlen(text) >= sizeof host)
+        return fail(err, errlen, "listen address '%s' is not ADDR:PORT%s", text, "");
+    size_t hl = (size_t)(colon - text);
+    memcpy(host, text, hl);
+    host[hl] = 0;
+    unsigned long long port;
+    if (parse_uint(colon + 1, 65535, &port))
+        return fail(err, errlen, "listen address '%s': bad port '%s'", text, colon + 1);
+    memset(out, 0, sizeof *out);
+    out->tls = tls;
+    snprintf(out->text, sizeof out->text, "%s", text);
+    char *h = host;
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h[hl - 1] = 0;
+        h++;
+    }
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&out->addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&out->addr;
+    if (!strcmp(h, "*") || !strcmp(h, "")) {
+        in4->sin_family = AF_INET;
+        in4->sin_addr.s_addr = htonl(INADDR_ANY);
+        in4->sin_port = htons((uint16_t)port);
+        out->addrlen = sizeof *in4;
+    } else if (!strcmp(h, "localhost") || inet_pton(AF_INET, h, &in4->sin_addr) == 1) {
+        if (!strcmp(h, "localhost"))
+            inet_pton(AF_INET, "127.0.0.1", &in4->sin_addr);
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        out->addrlen = sizeof *in4;
+    } else if (inet_pton(AF_INET6, h, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        out->addrlen = sizeof *in6;
+    } else {
+        return fail(err, errlen, "listen address '%s': '%s' is not an IP address", text, h);
+    }
+    return CONFIG_OK;
+}
+
+static int set_listen(struct config *c, const char *value, char *err, size_t errlen)
+{
+    char addr[256], extra[32] = "";
+    int n = sscanf(value, "%255s %31s", addr, extra);
+    char more[8];
+    if (n < 1 || sscanf(value, "%*s %*s %7s", more) == 1)
+        return fail(err, errlen, "listen '%s': expected ADDR:PORT [tls]%s", value, "");
+    if (n == 2 && strcmp(extra, "tls"))
+        return fail(err, errlen, "listen '%s': unknown option '%s' (only tls)", value, extra);
+    if (c->nlisten == MAX_LISTEN)
+        return fail(err, errlen, "too many listen addresses (at most 16)%s%s", "", "");
+    return parse_listen(addr, n == 2, &c->listen[c->nlisten++], err, errlen);
+}
+
+#define VALUE_ERR(what) fail(err, errlen, "%s: " what, key, value)
+
+int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
+{
+    unsigned long long n;
+    double d;
+    if (!strcmp(key, "listen"))
+        return set_listen(c, value, err, errlen);
+    if (!strcmp(key, "workers")) {
+        if (!strcmp(value, "auto"))
+            return c->workers = 0, CONFIG_OK;
+        if (parse_uint(value, 1024, &n) || n == 0)
+            return VALUE_ERR("'%s' is not a worker count (1..1024 or auto)");
+        return c->workers = (int)n, CONFIG_OK;
+    }
+    if (!strcmp(key, "root") || !strcmp(key, "cert") || !strcmp(key, "key") || !strcmp(key, "access_log")) {
+        char *dst = !strcmp(key, "root") ? c->root : !strcmp(key, "cert") ? c->cert : !strcmp(key, "key") ? c->key : c->access_log;
+        if (strlen(value) >= sizeof c->root)
+            return VALUE_ERR("path '%s' is too long");
+        if (!strcmp(key, "root") && !*value)
+            return VALUE_ERR("root must not be empty%s");
+        snprintf(dst, sizeof c->root, "%s", value);
+        return CONFIG_OK;
+    }
+    if (!strcmp(key, "parking") || !strcmp(key, "builtin_routes") || !strcmp(key, "coro_guard_pages")) {
+        bool b;
+        if (parse_bool(value, &b))
+            return VALUE_ERR("'%s' is not on or off");
+        if (!strcmp(key, "parking"))
+            c->parking = b;
+        else if (!strcmp(key, "builtin_routes"))
+            c->builtin_routes = b;
+        else
+            c->coro_guard_pages = b;
+        return CONFIG_OK;
+    }
+    if (!strcmp(key, "log_level")) {
+        int l = log_level_parse(value);
+        if (l < 0)
+            return VALUE_ERR("'%s' is not one of error, warn, info, debug");
+        return c->log_level = l, CONFIG_OK;
+    }
+    struct { const char *name; double *dst; } durations[] = {
+        { "preface_timeout", &c->preface_timeout }, { "idle_timeout", &c->idle_timeout },
+        { "write_timeout", &c->write_timeout }, { "shutdown_timeout", &c->shutdown_timeout },
+        { "scavenge_interval", &c->scavenge_interval },
+    };
+    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++)
+        if (!strcmp(key, durations[i].name)) {
+            if (parse_duration(value, &d) || d > 86400 * 30)
+                return VALUE_ERR("'%s' is not a duration (like 10s, 250ms, 5m)");
+            return *durations[i].dst = d, CONFIG_OK;
+        }
+    if (!strcmp(key, "max_conns")) {
+        if (!strcmp(value, "auto"))
+            return c->max_conns = 0, CONFIG_OK;
+        if (parse_uint(value, 10000000, &n) || n == 0)
+            return VALUE_ERR("'%s' is not a connection count (or auto)");
+        return c->max_conns = (long)n, CONFIG_OK;
+    }
+    struct { const char *name; uint32_t *dst; unsigned long long lo, hi; } ints[] = {
+        { "max_concurrent_streams", &c->max_concurrent_streams, 1, 1u << 31 },
+        { "max_header_list_size", &c->max_header_list_size, 1024, 16u << 20 },
+        { "initial_window_size", &c->initial_window_size, 1, 0x7fffffff },
+        { "connection_window_size", &c->connection_window_size, 65535, 0x7fffffff },
+        { "max_resets_per_second", &c->max_resets_per_second, 1, 1000000 },
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(key, ints[i].name)) {
+            if (parse_uint(value, ints[i].hi, &n) || n < ints[i].lo)
+                return VALUE_ERR("'%s' is out of range");
+            return *ints[i].dst = (uint32_t)n, CONFIG_OK;
+        }
+    if (!strcmp(key, "coro_stack_size")) {
+        if (parse_uint(value, 64u << 20, &n) || n < CORO_MIN_STACK)
+            return VALUE_ERR("'%s' is not a stack size in bytes (8192 .. 64 MiB)");
+        return c->coro_stack_size = (size_t)n, CONFIG_OK;
+    }
+    return fail(err, errlen, "unknown key '%s'%s", key, "");
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = 0;
+    return s;
+}
+
+int config_parse(struct config *c, const char *text, size_t len, const char *name, char *err, size_t errlen)
+{
+    bool listen_seen = false;
+    size_t pos = 0;
+    for (int lineno = 1; pos < len; lineno++) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - (text + pos)) : len - pos;
+        char line[2048];
+        if (ll >= sizeof line) {
+            snprintf(err, errlen, "%s:%d: line too long", name, lineno);
+            return CONFIG_ERROR;
+        }
+        memcpy(line, text + pos, ll);
+        line[ll] = 0;
+        pos += ll + (nl ? 1 : 0);
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", name, lineno, s);
+            return CONFIG_ERROR;
+        }
+        *eq = 0;
+        char *key = trim(s), *value = trim(eq + 1);
+        if (!strcmp(key, "listen") && !listen_seen) {
+            listen_seen = true;
+            c->nlisten = 0;
+        }
+        char why[512];
+        if (config_set(c, key, value, why, sizeof why)) {
+            snprintf(err, errlen, "%s:%d: %s", name, lineno, why);
+            return CONFIG_ERROR;
+        }
+        if (!strcmp(key, "parking"))
+            c->parking_source = "config file";
+    }
+    return CONFIG_OK;
+}
+
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        return CONFIG_ERROR;
+    }
+    struct buf b = { 0 };
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (buf_append(&b, chunk, n)) {
+            fclose(f);
+            buf_free(&b);
+            snprintf(err, errlen, "%s: out of memory", path);
+            return CONFIG_ERROR;
+        }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        buf_free(&b);
+        snprintf(err, errlen, "%s: read error", path);
+        return CONFIG_ERROR;
+    }
+    int rc = config_parse(c, b.data ? b.data : "", b.len, path, err, errlen);
+    buf_free(&b);
+    return rc;
+}
+
+int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), char *err, size_t errlen)
+{
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", env);
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        char *key = trim(item), *value = (char *)"";
+        if (eq) {
+            *eq = 0;
+            key = trim(item);
+            value = trim(eq + 1);
+        }
+        if (!*key)
+            continue;
+        if (!strcmp(key, "http2serveparking")) {
+            if (!strcmp(value, "0"))
+                c->parking = false;
+            else if (!strcmp(value, "1"))
+                c->parking = true;
+            else {
+                snprintf(err, errlen, "H2PARK_DEBUG: http2serveparking=%s: expected 0 or 1", value);
+                return CONFIG_ERROR;
+            }
+            c->parking_source = "H2PARK_DEBUG";
+        } else if (!strcmp(key, "corostackpaint")) {
+            c->coro_paint = !strcmp(value, "1");
+        } else if (warn) {
+            warn(key);
+        }
+    }
+    return CONFIG_OK;
+}
+
+/* Derived values that depend on the machine. */
+long config_max_conns(const struct config *c);
+long config_max_conns(const struct config *c)
+{
+    if (c->max_conns)
+        return c->max_conns;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+        return 100000;
+    return rl.rlim_cur > 128 ? (long)rl.rlim_cur - 64 : 64;
+}

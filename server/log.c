@@ -1,0 +1,71 @@
+/* Logging: timestamped, levelled lines on stderr, and the optional access log.
+ *
+ * Each line is formatted into one buffer and written with one write(2), so lines from
+ * different workers never interleave.  The access log is a file descriptor swapped
+ * atomically on SIGHUP, so a worker never writes to a closed one. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stdatomic.h>
+
+#include "h2park.h"
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+static _Atomic int access_fd = -1;
+
+int log_level_parse(const char *s)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, level_names[i]))
+            return i;
+    return -1;
+}
+
+void log_msg(int level, const char *fmt, ...)
+{
+    if (level > cfg.log_level)
+        return;
+    char line[1024];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ %-5s ", ts.tv_nsec / 1000000, level_names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+    va_end(ap);
+    n = m < 0 ? n : n + (size_t)m < sizeof line - 1 ? n + (size_t)m : sizeof line - 2;
+    line[n++] = '\n';
+    if (write(2, line, n) < 0) {
+        /* stderr is gone; nothing better to do */
+    }
+}
+
+int access_log_open(const char *path)
+{
+    int fd = -1;
+    if (path && *path) {
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return -1;
+    }
+    int old = atomic_exchange(&access_fd, fd);
+    if (old >= 0)
+        close(old);
+    return 0;
+}
+
+void access_log_write(const char *line, size_t len)
+{
+    int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);
+    if (fd >= 0 && write(fd, line, len) < 0)
+        log_msg(LOG_WARN, "access log: %s", strerror(errno));
+}

@@ -1,0 +1,52 @@
+/* Connection parking (Go 1.28's http2serveparking): when may a serve loop exit, and how
+ * a parked connection gets a serve loop back.
+ *
+ * A connection may park when its serve loop has nothing to do: no input buffered (the
+ * socket was read to EAGAIN, and OpenSSL holds no decrypted bytes), nothing nghttp2
+ * wants to write, no output stuck in conn->out, no handler ready to run.  Open streams
+ * and handlers waiting on timers or body do not prevent it.  Parking frees the serve
+ * coroutine's stack; the connection keeps its heap state, its watcher and its timer.
+ * Any wake-up - readiness, a timer, a handler's output - then spawns a fresh serve
+ * coroutine, which carries on from the connection's state: nothing lived on the old
+ * stack that the next one needs. */
+#include "h2park.h"
+
+bool conn_may_park(const struct conn *c)
+{
+    if (!cfg.parking || c->runnable || c->out.len > c->out_off || c->goaway_pending || c->timed_out)
+        return false;
+    if (c->ssl && (SSL_pending(c->ssl) > 0 || SSL_has_pending(c->ssl)))
+        return false;
+    if (c->h2 && nghttp2_session_want_write(c->h2))
+        return false;
+    return true;
+}
+
+/* Runs the connection's serve loop until it waits or parks.  Called from the worker's
+ * event loop only. */
+void conn_wake(struct conn *c)
+{
+    if (c->in_serve)
+        return;                 /* running right now: it will see what changed */
+    struct worker *w = c->w;
+    if (!c->serve) {
+        c->serve = coro_create(serve_main, c, 0);
+        if (!c->serve) {
+            log_msg(LOG_ERROR, "%s: no memory for a serve coroutine", c->peer);
+            return;             /* stays parked; the next readiness tries again */
+        }
+        counter_add(&w->n.serve_coroutines, 1);
+        if (c->served_once)
+            counter_add(&w->n.respawns_total, 1);
+        counter_add(&w->n.parked_conns, -1);
+    }
+    void *result = NULL;
+    if (coro_resume(c->serve, &result))
+        return;                 /* waiting for I/O with parking off */
+    counter_add(&w->n.serve_coroutines, -1);
+    if (result == SERVE_CLOSED)
+        return;                 /* c is gone */
+    c->serve = NULL;
+    counter_add(&w->n.parked_conns, 1);
+    counter_add(&w->n.parks_total, 1);
+}

@@ -1,0 +1,279 @@
+/* Request routing: the built-in routes and static files under root.
+ *
+ * Static paths are resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) against
+ * a descriptor of root, after percent-decoding and rejecting any ".." segment, so no
+ * spelling of a path - dots, encoded dots, symlinks - reaches outside root; everything
+ * that would is a 404, like a file that is not there.  Kernels without openat2 fall back
+ * to O_NOFOLLOW on every component. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h2park.h"
+
+#define MAX_DELAY_MS 60000
+#define ECHO_CHUNK 8192
+
+static int root_fd = -1;
+
+int routes_init(char *err, size_t errlen)
+{
+    root_fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) {
+        snprintf(err, errlen, "root %s: %s", cfg.root, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static const struct { const char *ext, *type; } mime_types[] = {
+    { "html", "text/html; charset=utf-8" }, { "htm", "text/html; charset=utf-8" },
+    { "css", "text/css" }, { "js", "text/javascript" }, { "mjs", "text/javascript" },
+    { "json", "application/json" }, { "txt", "text/plain; charset=utf-8" }, { "xml", "application/xml" },
+    { "svg", "image/svg+xml" }, { "png", "image/png" }, { "jpg", "image/jpeg" }, { "jpeg", "image/jpeg" },
+    { "gif", "image/gif" }, { "webp", "image/webp" }, { "ico", "image/x-icon" }, { "avif", "image/avif" },
+    { "wasm", "application/wasm" }, { "pdf", "application/pdf" }, { "zip", "application/zip" },
+    { "gz", "application/gzip" }, { "mp4", "video/mp4" }, { "webm", "video/webm" }, { "mp3", "audio/mpeg" },
+    { "woff", "font/woff" }, { "woff2", "font/woff2" }, { "csv", "text/csv" }, { "md", "text/markdown" },
+};
+
+static const char *content_type(const char *path)
+{
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (dot && (!slash || dot > slash))
+        for (size_t i = 0; i < sizeof mime_types / sizeof mime_types[0]; i++)
+            if (!strcasecmp(dot + 1, mime_types[i].ext))
+                return mime_types[i].type;
+    return "application/octet-stream";
+}
+
+static void simple_text(struct stream *s, int status, const char *text)
+{
+    h2_simple(s, status, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Decodes the path part of target into out (relative to root, no leading slash).
+ * Fails on bad escapes, NUL, and any "." or ".." segment. */
+static int decode_path(const char *target, char *out, size_t cap)
+{
+    size_t n = 0;
+    const char *p = target;
+    while (*p == '/')
+        p++;
+    for (; *p && *p != '?' && *p != '#'; p++) {
+        int ch = (unsigned char)*p;
+        if (ch == '%') {
+            int hi = hexval((unsigned char)p[1]), lo = hi < 0 ? -1 : hexval((unsigned char)p[2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            ch = hi * 16 + lo;
+            p += 2;
+        }
+        if (ch == 0 || n + 1 >= cap)
+            return -1;
+        out[n++] = (char)ch;
+    }
+    out[n] = 0;
+    for (char *seg = out; *seg;) {
+        char *slash = strchr(seg, '/');
+        size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
+        if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
+            return -1;
+        if (!slash)
+            break;
+        seg = slash + 1;
+    }
+    return 0;
+}
+
+static int open_beneath(const char *rel)
+{
+    static int have_openat2 = 1;
+    const char *path = *rel ? rel : ".";
+    if (have_openat2) {
+        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+        if (fd >= 0 || errno != ENOSYS)
+            return fd;
+        have_openat2 = 0;
+    }
+    /* Walk component by component, refusing symlinks at every step. */
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    int dir = dup(root_fd);
+    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+        int next = openat(dir, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        close(dir);
+        if (next < 0)
+            return -1;
+        dir = next;
+    }
+    return dir;
+}
+
+static void http_date(time_t t, char *out, size_t cap)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
+
+static void serve_static(struct stream *s)
+{
+    if (strcmp(s->method, "GET") && strcmp(s->method, "HEAD")) {
+        struct h2_header h[] = { { "allow", "GET, HEAD" }, { "content-length", "0" } };
+        h2_respond(s, 405, h, 2, false);
+        return;
+    }
+    char rel[2048];
+    if (decode_path(s->path, rel, sizeof rel - 16)) {
+        simple_text(s, 404, "not found\n");
+        return;
+    }
+    int fd = open_beneath(rel);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        size_t l = strlen(rel);
+        snprintf(rel + l, sizeof rel - l, "%sindex.html", l && rel[l - 1] != '/' ? "/" : "");
+        close(fd);
+        fd = open_beneath(rel);
+        if (fd >= 0 && fstat(fd, &st) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        simple_text(s, 404, "not found\n");
+        return;
+    }
+    char length[24], modified[40];
+    snprintf(length, sizeof length, "%lld", (long long)st.st_size);
+    http_date(st.st_mtime, modified, sizeof modified);
+    if (s->if_modified_since >= 0 && st.st_mtime <= s->if_modified_since) {
+        close(fd);
+        struct h2_header h[] = { { "last-modified", modified } };
+        h2_respond(s, 304, h, 1, false);
+        return;
+    }
+    struct h2_header h[] = {
+        { "content-type", content_type(rel) }, { "content-length", length }, { "last-modified", modified },
+    };
+    h2_respond_file(s, 200, h, 3, fd, 0, s->head ? 0 : (int64_t)st.st_size);
+    if (s->head)
+        close(fd), s->file_fd = -1;
+}
+
+static void route_echo(struct stream *s)
+{
+    if (strcmp(s->method, "POST")) {
+        struct h2_header h[] = { { "allow", "POST" }, { "content-length", "0" } };
+        h2_respond(s, 405, h, 2, false);
+        return;
+    }
+    char length[24];
+    struct h2_header h[2] = { { "content-type", "application/octet-stream" }, { "content-length", length } };
+    size_t nh = 1;
+    if (s->content_length >= 0) {
+        snprintf(length, sizeof length, "%lld", (long long)s->content_length);
+        nh = 2;
+    }
+    if (h2_respond(s, 200, h, nh, true))
+        return;
+    char chunk[ECHO_CHUNK];
+    ssize_t n;
+    while ((n = h2_read_body(s, chunk, sizeof chunk)) > 0)
+        if (h2_write(s, chunk, (size_t)n))
+            return;
+    if (n == 0)
+        h2_end(s);
+}
+
+static long query_int(const char *path, const char *key)
+{
+    const char *q = strchr(path, '?');
+    size_t kl = strlen(key);
+    while (q) {
+        q++;
+        if (!strncmp(q, key, kl) && q[kl] == '=') {
+            char *end;
+            long v = strtol(q + kl + 1, &end, 10);
+            if (end != q + kl + 1 && (*end == 0 || *end == '&'))
+                return v;
+            return -1;
+        }
+        q = strchr(q, '&');
+    }
+    return -1;
+}
+
+static void route_delay(struct stream *s)
+{
+    long ms = query_int(s->path, "ms");
+    if (ms < 0 || ms > MAX_DELAY_MS) {
+        simple_text(s, 400, "ms must be 0..60000\n");
+        return;
+    }
+    h2_sleep(s, (double)ms / 1000.0);
+    char text[48];
+    snprintf(text, sizeof text, "waited %ld ms\n", ms);
+    simple_text(s, 200, text);
+}
+
+static void route_stats(struct stream *s, bool prometheus)
+{
+    char text[4096];
+    size_t n = prometheus ? stats_prometheus(text, sizeof text) : stats_json(text, sizeof text);
+    h2_simple(s, 200, prometheus ? "text/plain; version=0.0.4" : "application/json", text, n);
+}
+
+static bool path_is(const char *path, const char *want)
+{
+    size_t l = strlen(want);
+    return !strncmp(path, want, l) && (path[l] == 0 || path[l] == '?');
+}
+
+void route_request(struct stream *s)
+{
+    if (!s->method || !s->path) {
+        simple_text(s, 400, "bad request\n");
+        return;
+    }
+    if (cfg.builtin_routes) {
+        bool get = !strcmp(s->method, "GET") || !strcmp(s->method, "HEAD");
+        const char *p = s->path;
+        if (path_is(p, "/-/echo"))
+            return route_echo(s);
+        if (path_is(p, "/-/healthz") || path_is(p, "/-/stats") || path_is(p, "/metrics") || path_is(p, "/-/delay")) {
+            if (!get) {
+                struct h2_header h[] = { { "allow", "GET, HEAD" }, { "content-length", "0" } };
+                h2_respond(s, 405, h, 2, false);
+                return;
+            }
+            if (path_is(p, "/-/healthz"))
+                return simple_text(s, 200, "ok");
+            if (path_is(p, "/-/delay"))
+                return route_delay(s);
+            return route_stats(s, path_is(p, "/metrics"));
+        }
+    }
+    serve_static(s);
+}

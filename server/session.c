@@ -1,0 +1,321 @@
+/* The nghttp2 session of a connection: its callbacks, settings and body sources.
+ *
+ * Everything here runs inside the serve coroutine (nghttp2 calls back from
+ * nghttp2_session_mem_recv and nghttp2_session_send), so it may touch the connection
+ * freely but never yields.  Output goes into conn->out, which the serve loop writes to
+ * the socket; the callbacks refuse more (NGHTTP2_ERR_WOULDBLOCK) once it holds
+ * OUT_HIGH bytes, which keeps a slow reader from growing it.  DATA payloads use
+ * NGHTTP2_DATA_FLAG_NO_COPY: nghttp2 frames them and send_data copies the payload once,
+ * straight from the file or the handler's output into conn->out, instead of twice
+ * through nghttp2's frame buffer. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "h2park.h"
+#include "scalloc.h"
+
+#define OUT_HIGH (64u << 10)
+
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *options;
+
+static size_t out_pending(const struct conn *c) { return c->out.len - c->out_off; }
+
+static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t length, int flags, void *user_data)
+{
+    (void)session, (void)flags;
+    struct conn *c = user_data;
+    if (out_pending(c) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    if (buf_append(&c->out, data, length))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return (ssize_t)length;
+}
+
+static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+                        nghttp2_data_source *source, void *user_data)
+{
+    (void)session;
+    struct conn *c = user_data;
+    struct stream *s = source->ptr;
+    if (out_pending(c) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    size_t pad = frame->data.padlen;
+    if (buf_reserve(&c->out, 9 + length + pad))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    char *p = c->out.data + c->out.len;
+    memcpy(p, framehd, 9);
+    p += 9;
+    if (pad > 0)
+        *p++ = (char)(pad - 1);
+    if (s->file_fd >= 0) {
+        size_t done = 0;
+        while (done < length) {
+            ssize_t n = pread(s->file_fd, p + done, length - done, s->file_off);
+            if (n <= 0) {
+                if (n < 0 && errno == EINTR)
+                    continue;
+                log_msg(LOG_WARN, "%s: file for stream %d ended early", c->peer, s->id);
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            }
+            done += (size_t)n;
+            s->file_off += n;
+        }
+        s->file_left -= (int64_t)length;
+    } else {
+        memcpy(p, s->outb.data + s->outb_off, length);
+        s->outb_off += length;
+        if (s->outb_off == s->outb.len) {
+            buf_free(&s->outb);
+            s->outb_off = 0;
+        }
+        if (s->wait == WAIT_WRITE)
+            stream_make_runnable(s);
+    }
+    p += length;
+    if (pad > 1) {
+        memset(p, 0, pad - 1);
+        p += pad - 1;
+    }
+    c->out.len = (size_t)(p - c->out.data);
+    s->bytes_sent += length;
+    return 0;
+}
+
+ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *source, void *user_data)
+{
+    (void)session, (void)stream_id, (void)buf, (void)user_data;
+    struct stream *s = source->ptr;
+    if (s->file_fd >= 0) {
+        size_t n = s->file_left < (int64_t)length ? (size_t)s->file_left : length;
+        *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+        if ((int64_t)n == s->file_left)
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        return (ssize_t)n;
+    }
+    size_t avail = s->outb.len - s->outb_off;
+    if (avail) {
+        size_t n = avail < length ? avail : length;
+        *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+        if (s->out_eof && n == avail)
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        return (ssize_t)n;
+    }
+    if (s->out_eof || s->cancelled) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        return 0;
+    }
+    s->deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    struct conn *c = user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct stream *s = stream_new(c, frame->hd.stream_id);
+    if (!s)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+    return 0;
+}
+
+static int64_t parse_http_date(const char *v)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (!end || *end)
+        return -1;
+    return (int64_t)timegm(&tm);
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+{
+    (void)flags, (void)user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!s || s->too_large)
+        return 0;
+    /* RFC 9113 section 6.5.2 counts each field as name + value + 32. */
+    s->header_bytes += (uint32_t)(namelen + valuelen + 32);
+    if (s->header_bytes > cfg.max_header_list_size) {
+        s->too_large = true;
+        return 0;
+    }
+    bool keep = (namelen == 7 && (!memcmp(name, ":method", 7))) || (namelen == 5 && !memcmp(name, ":path", 5)) ||
+                (namelen == 10 && !memcmp(name, ":authority", 10));
+    if (keep) {
+        if (buf_append(&s->hdr, name, namelen) || buf_append(&s->hdr, "", 1) ||
+            buf_append(&s->hdr, value, valuelen) || buf_append(&s->hdr, "", 1))
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    } else if (namelen == 17 && !memcmp(name, "if-modified-since", 17) && valuelen < 64) {
+        char v[64];
+        memcpy(v, value, valuelen);
+        v[valuelen] = 0;
+        s->if_modified_since = parse_http_date(v);
+    } else if (namelen == 14 && !memcmp(name, "content-length", 14) && valuelen < 20) {
+        char v[24];
+        memcpy(v, value, valuelen);
+        v[valuelen] = 0;
+        s->content_length = strtoll(v, NULL, 10);
+    }
+    return 0;
+}
+
+static void count_reset(struct conn *c)
+{
+    ev_tstamp now = ev_now(c->w->loop);
+    if (now - c->rst_window >= 1.0) {
+        c->rst_window = now;
+        c->rst_count = 0;
+    }
+    if (++c->rst_count > cfg.max_resets_per_second) {
+        log_msg(LOG_WARN, "%s: more than %u stream resets in a second, sending GOAWAY(ENHANCE_YOUR_CALM)", c->peer,
+                cfg.max_resets_per_second);
+        nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
+    }
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    struct conn *c = user_data;
+    switch (frame->hd.type) {
+    case NGHTTP2_SETTINGS:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+            c->settings_seen = true;
+        break;
+    case NGHTTP2_RST_STREAM:
+        count_reset(c);
+        break;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_DATA: {
+        struct stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (!s)
+            break;
+        if (frame->hd.type == NGHTTP2_HEADERS && !s->headers_done) {
+            s->headers_done = true;
+            if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+                s->body_eof = true;
+            stream_start_handler(s);
+        } else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+            s->body_eof = true;
+            if (s->wait == WAIT_BODY)
+                stream_make_runnable(s);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
+                         void *user_data)
+{
+    (void)flags, (void)user_data;
+    struct stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!s || s->handler_done || s->cancelled) {
+        nghttp2_session_consume(session, stream_id, len);
+        return 0;
+    }
+    /* Consumed (and the window reopened) only as the handler reads it, so a handler that
+     * stops reading stops the peer after one window. */
+    if (buf_append(&s->body, data, len))
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (s->wait == WAIT_BODY)
+        stream_make_runnable(s);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data)
+{
+    (void)error_code;
+    struct conn *c = user_data;
+    struct stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!s)
+        return 0;
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    s->closed = true;
+    if (s->headers_done && c->open_streams && --c->open_streams == 0)
+        c->idle_since = ev_now(c->w->loop);
+    if (s->status) {
+        char line[1400], when[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        int n = snprintf(line, sizeof line, "%s %s %s %.1000s %d %llu %.3f %s\n", when, c->peer,
+                         s->method ? s->method : "-", s->path ? s->path : "-", s->status,
+                         (unsigned long long)s->bytes_sent, (ev_now(c->w->loop) - s->started) * 1000,
+                         c->tls ? "h2" : "h2c");
+        if (n > 0)
+            access_log_write(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    }
+    if (!s->handler) {
+        s->handler_done = true;        /* never started, or already returned */
+    } else {
+        s->cancelled = true;
+        stream_make_runnable(s);
+    }
+    stream_release_if_done(s);
+    return 0;
+}
+
+static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len, void *user_data)
+{
+    (void)session, (void)lib_error_code;
+    struct conn *c = user_data;
+    log_msg(LOG_DEBUG, "%s: nghttp2: %.*s", c->peer, (int)len, msg);
+    return 0;
+}
+
+static void init_once(void)
+{
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_send_callback(callbacks, on_send);
+    nghttp2_session_callbacks_set_send_data_callback(callbacks, on_send_data);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
+    nghttp2_option_new(&options);
+    nghttp2_option_set_no_auto_window_update(options, 1);
+    /* Our own reset limit (max_resets_per_second) acts first; nghttp2's stays as a
+     * backstop above it. */
+    nghttp2_option_set_stream_reset_rate_limit(options, 4ull * cfg.max_resets_per_second, 2ull * cfg.max_resets_per_second);
+}
+
+int session_create(struct conn *c)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_once);
+    if (nghttp2_session_server_new3(&c->h2, callbacks, c, options, &h2_mem))
+        return -1;
+    return 0;
+}
+
+void session_submit_settings(struct conn *c)
+{
+    nghttp2_settings_entry iv[] = {
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams },
+        { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cfg.initial_window_size },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg.max_header_list_size },
+    };
+    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
+    if (cfg.connection_window_size > 65535)
+        nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg.connection_window_size);
+}

@@ -1,0 +1,151 @@
+/* TLS: one shared SSL_CTX for h2 with ALPN, swapped whole on SIGHUP.
+ *
+ * A client that offers no "h2" gets the no_application_protocol alert, whether it
+ * offers other protocols (ALPN callback) or no ALPN at all (client-hello callback).
+ * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), no session
+ * tickets are sent and no session cache is kept, so an idle TLS connection holds only
+ * its SSL object.  Each SSL takes a reference on the SSL_CTX it was made from, so a
+ * reload frees the old context when its last connection closes. */
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "h2park.h"
+
+static SSL_CTX *current_ctx;
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                       unsigned inlen, void *arg)
+{
+    (void)ssl, (void)arg;
+    for (unsigned i = 0; i < inlen;) {
+        unsigned n = in[i];
+        if (i + 1 + n > inlen)
+            break;
+        if (n == 2 && !memcmp(in + i + 1, "h2", 2)) {
+            *out = in + i + 1;
+            *outlen = 2;
+            return SSL_TLSEXT_ERR_OK;
+        }
+        i += 1 + n;
+    }
+    return SSL_TLSEXT_ERR_ALERT_FATAL;    /* OpenSSL sends no_application_protocol */
+}
+
+static int require_alpn(SSL *ssl, int *alert, void *arg)
+{
+    (void)arg;
+    const unsigned char *ext;
+    size_t len;
+    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext, &len)) {
+        *alert = SSL_AD_NO_APPLICATION_PROTOCOL;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+static void ssl_error_text(char *err, size_t errlen, const char *what, const char *path)
+{
+    unsigned long e = ERR_get_error();
+    char reason[256] = "unknown error";
+    if (e)
+        ERR_error_string_n(e, reason, sizeof reason);
+    ERR_clear_error();
+    snprintf(err, errlen, "%s %s: %s", what, path, reason);
+}
+
+static SSL_CTX *make_ctx(char *err, size_t errlen)
+{
+    if (!cfg.cert[0] || !cfg.key[0]) {
+        snprintf(err, errlen, "a tls listen address needs cert and key (config keys or --cert/--key)");
+        return NULL;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
+        ssl_error_text(err, errlen, "cannot create TLS context", "");
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+                                 SSL_OP_NO_TICKET);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    /* TLS 1.2 suites RFC 9113 allows first; anything else still negotiated is answered
+     * with INADEQUATE_SECURITY (tls_cipher_adequate). */
+    SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:HIGH:!aNULL:!MD5");
+    if (SSL_CTX_use_certificate_chain_file(ctx, cfg.cert) != 1) {
+        ssl_error_text(err, errlen, "cannot load certificate", cfg.cert);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, cfg.key, SSL_FILETYPE_PEM) != 1) {
+        ssl_error_text(err, errlen, "cannot load key", cfg.key);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        ssl_error_text(err, errlen, "key does not match certificate", cfg.cert);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
+    SSL_CTX_set_client_hello_cb(ctx, require_alpn, NULL);
+    return ctx;
+}
+
+int tls_init(char *err, size_t errlen)
+{
+    SSL_CTX *ctx = make_ctx(err, errlen);
+    if (!ctx)
+        return -1;
+    current_ctx = ctx;
+    return 0;
+}
+
+int tls_reload(char *err, size_t errlen)
+{
+    SSL_CTX *ctx = make_ctx(err, errlen);
+    if (!ctx)
+        return -1;
+    pthread_mutex_lock(&ctx_lock);
+    SSL_CTX *old = current_ctx;
+    current_ctx = ctx;
+    pthread_mutex_unlock(&ctx_lock);
+    SSL_CTX_free(old);
+    return 0;
+}
+
+SSL *tls_new_ssl(int fd)
+{
+    pthread_mutex_lock(&ctx_lock);
+    SSL *ssl = current_ctx ? SSL_new(current_ctx) : NULL;
+    pthread_mutex_unlock(&ctx_lock);
+    if (ssl && SSL_set_fd(ssl, fd) != 1) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    if (ssl)
+        SSL_set_accept_state(ssl);
+    return ssl;
+}
+
+/* RFC 9113 section 9.2: TLS 1.2 or later, and for TLS 1.2 an ephemeral key exchange
+ * with an AEAD cipher. */
+bool tls_cipher_adequate(SSL *ssl)
+{
+    int version = SSL_version(ssl);
+    if (version < TLS1_2_VERSION)
+        return false;
+    if (version >= TLS1_3_VERSION)
+        return true;
+    const SSL_CIPHER *c = SSL_get_current_cipher(ssl);
+    if (!c)
+        return false;
+    int kx = SSL_CIPHER_get_kx_nid(c);
+    return (kx == NID_kx_ecdhe || kx == NID_kx_dhe) && SSL_CIPHER_is_aead(c);
+}

@@ -1,0 +1,263 @@
+/* Worker threads: each owns a libev loop, one SO_REUSEPORT listening socket per listen
+ * address (so the kernel spreads connections and no lock is shared on accept), and the
+ * connections it accepted.
+ *
+ * Accepting pauses when max_conns is reached and when accept fails for lack of file
+ * descriptors; a short timer resumes it, so neither case spins the loop.  Shutdown
+ * arrives through an ev_async: stop accepting, ask every connection for a GOAWAY
+ * (parked ones are woken to send it), and leave the loop when the last connection has
+ * closed or shutdown_timeout has passed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "h2park.h"
+#include "scalloc.h"
+
+#define ACCEPT_BURST 64
+#define ACCEPT_RETRY 0.1
+
+struct worker *workers;
+int nworkers;
+static _Atomic long live_conns;
+long config_max_conns(const struct config *c);
+
+static int listen_socket(const struct listen_addr *a, char *err, size_t errlen)
+{
+    int fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "listen %s: socket: %s", a->text, strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (a->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, (const struct sockaddr *)&a->addr, a->addrlen) || listen(fd, 4096)) {
+        snprintf(err, errlen, "listen %s: %s", a->text, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Binds every worker's sockets now, in the main thread, so a busy port is reported
+ * before anything starts. */
+int workers_listen(char *err, size_t errlen)
+{
+    nworkers = cfg.workers > 0 ? cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (nworkers < 1)
+        nworkers = 1;
+    workers = sc_calloc((size_t)nworkers, sizeof *workers);
+    if (!workers) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < nworkers; i++) {
+        workers[i].id = i;
+        for (int l = 0; l < cfg.nlisten; l++) {
+            workers[i].listen_fd[l] = listen_socket(&cfg.listen[l], err, errlen);
+            if (workers[i].listen_fd[l] < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static void set_accepting(struct worker *w, bool on)
+{
+    if (w->accepting == on)
+        return;
+    w->accepting = on;
+    for (int l = 0; l < cfg.nlisten; l++) {
+        if (on)
+            ev_io_start(w->loop, &w->listen_io[l]);
+        else
+            ev_io_stop(w->loop, &w->listen_io[l]);
+    }
+}
+
+static void pause_accepting(struct worker *w)
+{
+    set_accepting(w, false);
+    if (!ev_is_active(&w->accept_pause)) {
+        ev_timer_set(&w->accept_pause, ACCEPT_RETRY, ACCEPT_RETRY);
+        ev_timer_start(w->loop, &w->accept_pause);
+    }
+}
+
+static void on_accept_pause(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct worker *w = t->data;
+    if (w->shutting_down || atomic_load(&live_conns) >= config_max_conns(&cfg))
+        return;
+    ev_timer_stop(loop, t);
+    set_accepting(w, true);
+}
+
+void worker_conn_closed(struct worker *w)
+{
+    atomic_fetch_sub(&live_conns, 1);
+    if (w->shutting_down && !w->conns)
+        ev_break(w->loop, EVBREAK_ALL);
+}
+
+static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
+{
+    (void)loop, (void)revents;
+    struct worker *w = io->data;
+    int l = (int)(io - w->listen_io);
+    long limit = config_max_conns(&cfg);
+    for (int i = 0; i < ACCEPT_BURST; i++) {
+        if (atomic_load(&live_conns) >= limit) {
+            pause_accepting(w);
+            return;
+        }
+        struct sockaddr_storage sa;
+        socklen_t salen = sizeof sa;
+        int fd = accept4(io->fd, (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+                return;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                log_msg(LOG_WARN, "accept: %s; pausing accepts for %.0f ms", strerror(errno), ACCEPT_RETRY * 1000);
+                pause_accepting(w);
+                return;
+            }
+            log_msg(LOG_WARN, "accept: %s", strerror(errno));
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        atomic_fetch_add(&live_conns, 1);
+        struct conn *c = conn_new(w, fd, cfg.listen[l].tls, (struct sockaddr *)&sa, salen);
+        if (!c) {
+            atomic_fetch_sub(&live_conns, 1);
+            close(fd);
+            continue;
+        }
+        if (!cfg.parking)
+            conn_wake(c);    /* parking off: every connection has a serve loop from the start */
+    }
+}
+
+static void on_scavenge(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop, (void)t, (void)revents;
+    sc_scavenge();
+}
+
+static void on_shutdown_deadline(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct worker *w = t->data;
+    log_msg(LOG_WARN, "worker %d: shutdown_timeout passed, closing remaining connections", w->id);
+    while (w->conns) {
+        struct conn *c = w->conns;
+        conn_force_close(c);
+        if (w->conns == c) {      /* could not even spawn a serve loop to close it */
+            break;
+        }
+    }
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_notify(struct ev_loop *loop, ev_async *a, int revents)
+{
+    (void)revents;
+    struct worker *w = a->data;
+    if (!shutting_down || w->shutting_down)
+        return;
+    w->shutting_down = true;
+    set_accepting(w, false);
+    ev_timer_stop(loop, &w->accept_pause);
+    for (int l = 0; l < cfg.nlisten; l++)
+        close(w->listen_fd[l]);
+    if (!w->conns) {
+        ev_break(loop, EVBREAK_ALL);
+        return;
+    }
+    ev_timer_init(&w->shutdown_deadline, on_shutdown_deadline, cfg.shutdown_timeout, 0);
+    w->shutdown_deadline.data = w;
+    ev_timer_start(loop, &w->shutdown_deadline);
+    for (struct conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        conn_request_goaway(c);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    ev_run(w->loop, 0);
+    sc_scavenge();
+    return NULL;
+}
+
+int workers_start(void)
+{
+    struct coro_options co = { .stack_size = cfg.coro_stack_size, .guard_pages = cfg.coro_guard_pages,
+                               .paint = cfg.coro_paint };
+    coro_configure(&co);
+    for (int i = 0; i < nworkers; i++) {
+        struct worker *w = &workers[i];
+        w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+        if (!w->loop)
+            return -1;
+        for (int l = 0; l < cfg.nlisten; l++) {
+            ev_io_init(&w->listen_io[l], on_accept, w->listen_fd[l], EV_READ);
+            w->listen_io[l].data = w;
+        }
+        ev_init(&w->accept_pause, on_accept_pause);
+        w->accept_pause.data = w;
+        ev_async_init(&w->notify, on_notify);
+        w->notify.data = w;
+        ev_async_start(w->loop, &w->notify);
+        if (cfg.scavenge_interval > 0) {
+            ev_timer_init(&w->scavenge, on_scavenge, cfg.scavenge_interval, cfg.scavenge_interval);
+            ev_timer_start(w->loop, &w->scavenge);
+            ev_unref(w->loop);     /* housekeeping does not keep the loop alive */
+        }
+        set_accepting(w, true);
+        if (pthread_create(&w->thread, NULL, worker_main, w))
+            return -1;
+    }
+    return 0;
+}
+
+void workers_shutdown(void)
+{
+    for (int i = 0; i < nworkers; i++)
+        ev_async_send(workers[i].loop, &workers[i].notify);
+}
+
+void workers_join(void)
+{
+    for (int i = 0; i < nworkers; i++)
+        pthread_join(workers[i].thread, NULL);
+}
+
+void workers_sum(struct worker_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < nworkers; i++) {
+        const struct worker_counters *n = &workers[i].n;
+        out->conns += __atomic_load_n(&n->conns, __ATOMIC_RELAXED);
+        out->parked_conns += __atomic_load_n(&n->parked_conns, __ATOMIC_RELAXED);
+        out->serve_coroutines += __atomic_load_n(&n->serve_coroutines, __ATOMIC_RELAXED);
+        out->handler_coroutines += __atomic_load_n(&n->handler_coroutines, __ATOMIC_RELAXED);
+        out->conns_total += __atomic_load_n(&n->conns_total, __ATOMIC_RELAXED);
+        out->streams_total += __atomic_load_n(&n->streams_total, __ATOMIC_RELAXED);
+        out->parks_total += __atomic_load_n(&n->parks_total, __ATOMIC_RELAXED);
+        out->respawns_total += __atomic_load_n(&n->respawns_total, __ATOMIC_RELAXED);
+    }
+}

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -299,6 +300,17 @@ void sc_get_config(struct sc_config *out)
     out->arena_bytes = sc_heap.reserved_pages << SC_PAGE_SHIFT;
     out->grow_bytes = GROW_PAGES << SC_PAGE_SHIFT;
     out->release_method = "MADV_DONTNEED";
+}
+
+void sc_release_pages(void *p, size_t len)
+{
+    static size_t os_page;
+    if (!os_page)
+        os_page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + os_page - 1) & ~(uintptr_t)(os_page - 1);
+    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(os_page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /* The page map lookup without the fast path's valgrind cut-off. */

@@ -58,6 +58,9 @@ void *sc_stack_alloc(size_t n);
 void  sc_stack_free(void *p);
 size_t sc_grow_cap(size_t old_cap, size_t needed, size_t elem_size);
 void  sc_scavenge(void);
+/* Gives the OS pages lying wholly inside [p, p+len) of a live object back to the OS: for
+ * a buffer whose contents are dead for a while.  Those bytes read as zero afterwards. */
+void  sc_release_pages(void *p, size_t len);
 void  sc_read_stats(struct sc_stats *out);
 void  sc_get_config(struct sc_config *out);
 

@@ -118,6 +118,7 @@ struct worker {
     ev_timer accept_pause;
     ev_timer scavenge;
     ev_timer shutdown_deadline;
+    ev_timer trim;
     bool accepting, shutting_down;
     struct conn *conns;            /* all connections of this worker */
     struct worker_counters n;
@@ -167,6 +168,12 @@ struct conn {
     bool goaway_pending;           /* shutdown asked for a GOAWAY */
     bool served_once;              /* a serve coroutine has run for it */
     uint8_t timed_out;             /* which deadline passed (conn.c) */
+    bool trimmed;                  /* parked and its dead buffers given back */
+    void *framebuf;                /* nghttp2's frame buffer (mem.c) */
+    size_t framebuf_size;
+    void *zeroish;                 /* a session table that is all zero when idle (mem.c) */
+    size_t zeroish_size;
+    ev_tstamp parked_at;
     char peer[64];
 };
 
@@ -183,6 +190,7 @@ void conn_close(struct conn *c);
 void conn_force_close(struct conn *c);
 bool conn_handle_timeout(struct conn *c);
 bool conn_may_park(const struct conn *c);
+void conn_trim_idle(struct conn *c);
 int h1_handle(struct conn *c);     /* 0: went on as HTTP/2, 1: needs more input, -1: close */
 
 /* serve.c */

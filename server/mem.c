@@ -10,10 +10,53 @@
 #include "h2park.h"
 #include "scalloc.h"
 
-static void *h2_malloc(size_t n, void *ud) { (void)ud; return sc_malloc(n); }
-static void h2_free(void *p, void *ud) { (void)ud; sc_free(p); }
-static void *h2_calloc(size_t k, size_t n, void *ud) { (void)ud; return sc_calloc(k, n); }
-static void *h2_realloc(void *p, size_t n, void *ud) { (void)ud; return sc_realloc(p, n); }
+/* nghttp2 gets a per-connection nghttp2_mem whose user data is the connection, so the
+ * connection can know its session's frame buffer: the one 16 KiB+ block the session
+ * allocates, which holds nothing between frames and is released while parked
+ * (conn_trim_idle). */
+#define FRAMEBUF_MIN (16u << 10)
+
+static void note_framebuf(struct conn *c, void *old, void *p, size_t n)
+{
+    if (c && n >= FRAMEBUF_MIN && (!c->framebuf || c->framebuf == old)) {
+        c->framebuf = p;
+        c->framebuf_size = n;
+    }
+}
+static void *h2_malloc(size_t n, void *ud)
+{
+    void *p = sc_malloc(n);
+    note_framebuf(ud, NULL, p, n);
+    return p;
+}
+static void h2_free(void *p, void *ud)
+{
+    struct conn *c = ud;
+    if (c && p && p == c->framebuf)
+        c->framebuf = NULL;
+    if (c && p && p == c->zeroish)
+        c->zeroish = NULL;
+    sc_free(p);
+}
+/* Other blocks of a page or more (the stream map's table) are only released where a
+ * page of them is all zero, which reads back the same after release. */
+static void *h2_calloc(size_t k, size_t n, void *ud)
+{
+    struct conn *c = ud;
+    void *p = sc_calloc(k, n);
+    if (c && p && k * n >= 4096 && !c->zeroish) {
+        c->zeroish = p;
+        c->zeroish_size = k * n;
+    }
+    return p;
+}
+static void *h2_realloc(void *p, size_t n, void *ud)
+{
+    void *q = sc_realloc(p, n);
+    if (q)
+        note_framebuf(ud, p, q, n);
+    return q;
+}
 
 nghttp2_mem h2_mem = { NULL, h2_malloc, h2_free, h2_calloc, h2_realloc };
 

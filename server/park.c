@@ -9,7 +9,10 @@
  * Any wake-up - readiness, a timer, a handler's output - then spawns a fresh serve
  * coroutine, which carries on from the connection's state: nothing lived on the old
  * stack that the next one needs. */
+#include <string.h>
+
 #include "h2park.h"
+#include "scalloc.h"
 
 bool conn_may_park(const struct conn *c)
 {
@@ -47,6 +50,34 @@ void conn_wake(struct conn *c)
     if (result == SERVE_CLOSED)
         return;                 /* c is gone */
     c->serve = NULL;
+    c->parked_at = ev_now(w->loop);
+    c->trimmed = false;
     counter_add(&w->n.parked_conns, 1);
     counter_add(&w->n.parks_total, 1);
+}
+
+static void release_zero_pages(void *p, size_t len)
+{
+    static const char zero[4096];
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    for (uintptr_t a = lo; a < hi; a += 4096)
+        if (!memcmp((void *)a, zero, 4096))
+            sc_release_pages((void *)a, 4096);
+}
+
+/* A connection parked for a while gives back what is dead until it wakes: the pages of
+ * nghttp2's frame buffer (nghttp2 rewrites it from the start for every frame).  Done
+ * from a timer rather than at every park, so a busy connection that parks between
+ * requests does not pay a system call and a page fault each time.  The stream map's
+ * table goes back page by page where a page is all zero (no streams hash there), which
+ * is every page once the connection has no streams. */
+void conn_trim_idle(struct conn *c)
+{
+    if (c->serve || c->trimmed)
+        return;
+    if (c->framebuf)
+        sc_release_pages(c->framebuf, c->framebuf_size);
+    if (c->zeroish)
+        release_zero_pages(c->zeroish, c->zeroish_size);
+    c->trimmed = true;
 }

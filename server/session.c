@@ -294,6 +294,8 @@ static void init_once(void)
     nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
     nghttp2_option_new(&options);
     nghttp2_option_set_no_auto_window_update(options, 1);
+    /* Closed streams are not kept for the priority tree: their memory goes at once. */
+    nghttp2_option_set_no_closed_streams(options, 1);
     /* Our own reset limit (max_resets_per_second) acts first; nghttp2's stays as a
      * backstop above it. */
     nghttp2_option_set_stream_reset_rate_limit(options, 4ull * cfg.max_resets_per_second, 2ull * cfg.max_resets_per_second);
@@ -303,7 +305,9 @@ int session_create(struct conn *c)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_once);
-    if (nghttp2_session_server_new3(&c->h2, callbacks, c, options, &h2_mem))
+    nghttp2_mem mem = h2_mem;        /* nghttp2 keeps a copy */
+    mem.mem_user_data = c;
+    if (nghttp2_session_server_new3(&c->h2, callbacks, c, options, &mem))
         return -1;
     return 0;
 }

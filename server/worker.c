@@ -156,6 +156,18 @@ static void on_scavenge(struct ev_loop *loop, ev_timer *t, int revents)
     sc_scavenge();
 }
 
+#define TRIM_AFTER 1.0
+
+static void on_trim(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct worker *w = t->data;
+    ev_tstamp now = ev_now(loop);
+    for (struct conn *c = w->conns; c; c = c->next)
+        if (!c->serve && !c->trimmed && now - c->parked_at >= TRIM_AFTER)
+            conn_trim_idle(c);
+}
+
 static void on_shutdown_deadline(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
@@ -226,6 +238,12 @@ int workers_start(void)
             ev_timer_init(&w->scavenge, on_scavenge, cfg.scavenge_interval, cfg.scavenge_interval);
             ev_timer_start(w->loop, &w->scavenge);
             ev_unref(w->loop);     /* housekeeping does not keep the loop alive */
+        }
+        if (cfg.parking) {
+            ev_timer_init(&w->trim, on_trim, TRIM_AFTER, TRIM_AFTER);
+            w->trim.data = w;
+            ev_timer_start(w->loop, &w->trim);
+            ev_unref(w->loop);
         }
         set_accepting(w, true);
         if (pthread_create(&w->thread, NULL, worker_main, w))

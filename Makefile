@@ -50,7 +50,7 @@ CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
 SERVER_SRC := $(sort $(wildcard server/*.c))
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o
 
-UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro
+UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
 
 TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(wildcard $(BENCHES:$(BUILD)/%=%.c))
@@ -95,6 +95,9 @@ $(BUILD)/sc-classes: $(BUILD)/obj/alloc/sc_classes.o $(BUILD)/libscalloc.a
 $(BUILD)/h2park: $(SERVER_OBJ) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
+$(BUILD)/tests/h2raw: $(BUILD)/obj/tests/h2raw.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)

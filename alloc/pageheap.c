@@ -258,6 +258,13 @@ void sc_heap_free(sc_span *s)
     }
     sc_heap.idle_pages += n;
     set_pagemap(first, n, NULL);
+    /* The struct lives on as a free run and later as another span: nothing of its small
+     * life may stay, or a large object on it would pass the free fast path's owner and
+     * boundary tests. */
+    atomic_store_explicit(&s->owner, 0, memory_order_relaxed);
+    s->mul_limit = 0;
+    s->free = NULL;
+    s->end = 0;
     insert_free_run(first, n, s);
     pthread_mutex_unlock(&sc_heap.lock);
 }

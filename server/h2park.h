@@ -160,6 +160,10 @@ struct conn {
     struct buf in;                 /* only before the protocol is known (h2c detection, HTTP/1.1) */
     ev_tstamp accepted_at, idle_since, write_blocked_since, rst_window;
     uint32_t rst_count;
+    int32_t max_client_stream;     /* highest stream id the client opened */
+    int32_t reset_ids[8];          /* streams this side reset lately (session.c) */
+    uint8_t reset_next;
+    bool stream_id_error;
     uint32_t open_streams;
     uint32_t live_handlers;
     uint8_t proto;

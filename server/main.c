@@ -14,7 +14,6 @@
 #include "h2park.h"
 #include "scalloc.h"
 
-volatile int shutting_down;
 
 static void usage(FILE *f)
 {

@@ -35,9 +35,10 @@ static int feed_h2(struct conn *c, const char *data, size_t len)
     if (rv < 0) {
         log_msg(LOG_DEBUG, "%s: %s", c->peer, nghttp2_strerror((int)rv));
         /* A bad preface or a frame nghttp2 cannot take: tell the peer, then close. */
-        if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC || rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_CALLBACK_FAILURE)
-            nghttp2_session_terminate_session(c->h2, rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                                                : NGHTTP2_PROTOCOL_ERROR);
+        uint32_t code = rv == NGHTTP2_ERR_FLOODED ? NGHTTP2_ENHANCE_YOUR_CALM
+                        : rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC || c->stream_id_error ? NGHTTP2_PROTOCOL_ERROR
+                                                                                   : NGHTTP2_INTERNAL_ERROR;
+        nghttp2_session_terminate_session(c->h2, code);
         c->closing = true;
         return -1;
     }

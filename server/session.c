@@ -273,6 +273,47 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     return 0;
 }
 
+/* RFC 9113 section 5.1.1: a new stream's id must exceed every id the client used
+ * before; a HEADERS frame for a lower id that is not an open stream is a connection
+ * error.  nghttp2 ignores such frames when it no longer knows the stream, so check here.
+ * Streams this side reset are exempt: the client may have sent on them before it saw
+ * the RST_STREAM (section 5.1, "closed"). */
+static bool recently_reset(const struct conn *c, int32_t id)
+{
+    for (unsigned i = 0; i < sizeof c->reset_ids / sizeof c->reset_ids[0]; i++)
+        if (c->reset_ids[i] == id)
+            return true;
+    return false;
+}
+
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user_data)
+{
+    struct conn *c = user_data;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+        return 0;
+    if (hd->stream_id > c->max_client_stream) {
+        c->max_client_stream = hd->stream_id;
+        return 0;
+    }
+    if (!nghttp2_session_find_stream(session, hd->stream_id) && !recently_reset(c, hd->stream_id)) {
+        log_msg(LOG_DEBUG, "%s: HEADERS on stream %d after stream %d", c->peer, hd->stream_id, c->max_client_stream);
+        c->stream_id_error = true;
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    (void)session;
+    struct conn *c = user_data;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        c->reset_ids[c->reset_next] = frame->hd.stream_id;
+        c->reset_next = (uint8_t)((c->reset_next + 1) % (sizeof c->reset_ids / sizeof c->reset_ids[0]));
+    }
+    return 0;
+}
+
 static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len, void *user_data)
 {
     (void)session, (void)lib_error_code;
@@ -292,6 +333,8 @@ static void init_once(void)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
     nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
     nghttp2_option_new(&options);
     nghttp2_option_set_no_auto_window_update(options, 1);
     /* Closed streams are not kept for the priority tree: their memory goes at once. */

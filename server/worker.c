@@ -25,6 +25,7 @@
 #define ACCEPT_RETRY 0.1
 
 struct worker *workers;
+volatile int shutting_down;
 int nworkers;
 static _Atomic long live_conns;
 long config_max_conns(const struct config *c);

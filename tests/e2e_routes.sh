@@ -1,0 +1,59 @@
+#!/bin/bash
+# Routes and protocols with real clients: static files (GET, HEAD, 304, index.html,
+# Content-Type), every way out of root (404), the built-in routes, 404/405, h2 over TLS
+# (curl, nghttp), h2c with prior knowledge and by Upgrade, HTTP/1.1 refused.
+. "$(dirname "$0")/lib.sh"
+make_site
+start_daemon || { fail routes_daemon_starts "see above"; exit 1; }
+H="http://127.0.0.1:$PORT"
+S="https://127.0.0.1:$TPORT"
+c2() { curl -s --http2-prior-knowledge "$@"; }
+
+body=$(c2 "$H/"); [ "$body" = "<h1>h2park test</h1>" ]; check get_index_h2c $? "got '$body'"
+body=$(curl -s -k --http2 "$S/"); [ "$body" = "<h1>h2park test</h1>" ]; check get_index_tls $? "got '$body'"
+proto=$(curl -s -k --http2 -o /dev/null -w '%{http_version}' "$S/"); [ "$proto" = 2 ]; check tls_is_h2 $? "http_version $proto"
+hdr=$(c2 -sI "$H/sub/style.css" | tr -d '\r')
+echo "$hdr" | grep -q '^content-type: text/css' && echo "$hdr" | grep -q '^content-length: 20' && echo "$hdr" | grep -q '^last-modified: '
+check head_css_headers $? "$hdr"
+lm=$(echo "$hdr" | sed -n 's/^last-modified: //p')
+code=$(c2 -o /dev/null -w '%{http_code}' -H "If-Modified-Since: $lm" "$H/sub/style.css"); [ "$code" = 304 ]; check if_modified_since_304 $? "code $code"
+code=$(c2 -o /dev/null -w '%{http_code}' -H "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT" "$H/sub/style.css"); [ "$code" = 200 ]; check if_modified_since_old_200 $? "code $code"
+body=$(c2 "$H/sub/"); [ "$(c2 -o /dev/null -w '%{http_code}' "$H/sub/")" = 404 ]; check dir_without_index_404 $? "dir without index"
+mkdir -p "$TMP/www/docs"; printf 'docs\n' > "$TMP/www/docs/index.html"
+body=$(c2 "$H/docs/"); [ "$body" = docs ]; check dir_index_html $? "got '$body'"
+
+for path in "/../outside/secret.txt" "/%2e%2e/outside/secret.txt" "/sub/%2E%2E/%2e%2e/outside/secret.txt" \
+            "/link.txt" "/sub/..%2f..%2foutside/secret.txt" "/nope.html" "/%00"; do
+  code=$(c2 --path-as-is -o "$TMP/escape.out" -w '%{http_code}' "$H$path")
+  if [ "$code" != 404 ] || grep -q secret "$TMP/escape.out"; then fail "outside_root_404 $path" "code $code"; else ok "outside_root_404 $path"; fi
+done
+
+[ "$(c2 "$H/-/healthz")" = ok ]; check healthz $? "healthz"
+stats=$(stats_json)
+for f in conns parked_conns coroutines serve_coroutines handler_coroutines stack_inuse_bytes heap_alloc_bytes \
+         heap_inuse_bytes heap_sys_bytes heap_released_bytes rss_bytes parking conns_total streams_total parks_total \
+         respawns_total workers; do
+  printf '%s' "$stats" | grep -q "\"$f\": " || { fail stats_fields "missing $f in $stats"; break; }
+done && ok stats_fields
+[ "$(stat_from "$stats" serve_coroutines)" = 1 ] && [ "$(stat_from "$stats" handler_coroutines)" = 1 ] && [ "$(stat_from "$stats" parking)" = true ]
+check stats_counts_asking_connection $? "$stats"
+m=$(c2 "$H/metrics"); echo "$m" | grep -q '^h2park_conns [0-9]' && echo "$m" | grep -q '^h2park_heap_alloc_bytes [0-9]' && echo "$m" | grep -q '^# TYPE h2park_streams_total counter'
+check metrics_prometheus $? "$m"
+code=$(c2 -o /dev/null -w '%{http_code}' -X DELETE "$H/"); [ "$code" = 405 ]; check static_405 $? "code $code"
+code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/echo"); [ "$code" = 405 ]; check echo_get_405 $? "code $code"
+code=$(c2 -o /dev/null -w '%{http_code}' -X POST "$H/-/stats"); [ "$code" = 405 ]; check stats_post_405 $? "code $code"
+code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/delay?ms=70000"); [ "$code" = 400 ]; check delay_limit_400 $? "code $code"
+body=$(c2 --data-binary 'hello echo' "$H/-/echo"); [ "$body" = "hello echo" ]; check echo_small $? "got '$body'"
+
+body=$(nghttp "$H/" 2>/dev/null); [ "$body" = "<h1>h2park test</h1>" ]; check nghttp_h2c $? "got '$body'"
+body=$(nghttp "$S/-/healthz" 2>/dev/null); [ "$body" = ok ]; check nghttp_tls $? "got '$body'"
+out=$(curl -s --http2 -v "$H/" 2>&1); echo "$out" | grep -q '101 Switching Protocols' && echo "$out" | grep -q '<h1>h2park test</h1>'
+check upgrade_h2c $? "$(echo "$out" | tail -3)"
+out=$(curl -s --http1.1 -i "$H/" | tr -d '\r'); echo "$out" | head -1 | grep -q '^HTTP/1.1 426' && echo "$out" | grep -qi '^connection: close'
+check http11_refused $? "$(echo "$out" | head -1)"
+printf 'builtin_routes = off\n' > "$TMP/nobuiltin.conf"
+stop_daemon
+start_daemon -c "$TMP/nobuiltin.conf"
+H="http://127.0.0.1:$PORT"
+code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/stats"); [ "$code" = 404 ]; check builtin_routes_off $? "code $code"
+stop_daemon

@@ -1,0 +1,84 @@
+# Shared helpers for the end-to-end tests (bash).  Each test prints "ok NAME" or
+# "FAIL NAME: why"; tests/run.sh counts them.  Daemons started here are stopped on exit,
+# by PID, whatever happens.
+BUILD=${BUILD:-build}
+H2PARK=${H2PARK:-$BUILD/h2park}
+TMP=$(mktemp -d /tmp/h2park-test.XXXXXX)
+PIDS=""
+cleanup() {
+  for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+ok() { echo "ok $1"; }
+fail() { echo "FAIL $1: $2"; }
+check() { # check NAME CONDITION-EXIT-STATUS WHY
+  if [ "$2" -eq 0 ]; then ok "$1"; else fail "$1" "$3"; fi
+}
+
+# A small site and a TLS certificate, made once per test file.
+make_site() {
+  mkdir -p "$TMP/www/sub" "$TMP/outside"
+  printf '<h1>h2park test</h1>\n' > "$TMP/www/index.html"
+  printf 'body { color: red }\n' > "$TMP/www/sub/style.css"
+  printf 'secret\n' > "$TMP/outside/secret.txt"
+  ln -s "$TMP/outside/secret.txt" "$TMP/www/link.txt"
+  openssl req -x509 -newkey "${CERT_ALG:-ec}" ${CERT_OPTS:--pkeyopt ec_paramgen_curve:P-256} -nodes \
+    -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 2 -subj /CN=localhost >/dev/null 2>&1
+}
+
+# start_daemon [extra args...]: starts h2park on free ports; sets PORT, TPORT, DPID.
+start_daemon() {
+  for attempt in 1 2 3 4 5 6 7 8; do
+    PORT=$(( 20000 + (RANDOM * 7 + $$ + attempt * 131) % 20000 ))
+    TPORT=$(( PORT + 1 ))
+    "$H2PARK" --listen "127.0.0.1:$PORT" --tls-listen "127.0.0.1:$TPORT" --cert "$TMP/cert.pem" \
+      --key "$TMP/key.pem" --root "$TMP/www" --workers "${WORKERS:-1}" "$@" >"$TMP/daemon.log" 2>&1 &
+    DPID=$!
+    PIDS="$PIDS $DPID"
+    for i in $(seq 1 50); do
+      if curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$PORT/-/healthz" 2>/dev/null; then
+        return 0
+      fi
+      kill -0 "$DPID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$DPID" 2>/dev/null
+    wait "$DPID" 2>/dev/null
+  done
+  echo "could not start the daemon:" >&2
+  cat "$TMP/daemon.log" >&2
+  return 1
+}
+
+stop_daemon() {
+  kill -TERM "$DPID" 2>/dev/null
+  wait "$DPID" 2>/dev/null
+  DSTATUS=$?
+}
+
+# stat_of FIELD: one figure from /-/stats (over h2c).
+stats_json() { curl -s --http2-prior-knowledge "http://127.0.0.1:$PORT/-/stats"; }
+stat_of() { stats_json | sed -n "s/.*\"$1\": \([0-9a-z]*\).*/\1/p"; }
+stat_from() { printf '%s' "$1" | sed -n "s/.*\"$2\": \([0-9a-z]*\).*/\1/p"; }
+
+# wait_stat FIELD VALUE [seconds]: polls until FIELD == VALUE.
+wait_stat() {
+  local deadline=$(( SECONDS + ${3:-20} ))
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(stat_of "$1")" = "$2" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# h2load_idle N URL-BASE SECONDS: N connections, one request each at once and one more
+# after SECONDS, in the background; sets LOADPID, output in $TMP/h2load.out.
+h2load_idle() {
+  local n=$1 base=$2 later=$3
+  printf '0.0\t%s/-/healthz\n%s.0\t%s/-/healthz\n' "$base" "$((later * 1000))" "$base" > "$TMP/timing.txt"
+  timeout $((later + 60)) h2load -c "$n" -t 1 --timing-script-file="$TMP/timing.txt" "$base" >"$TMP/h2load.out" 2>&1 &
+  LOADPID=$!
+  PIDS="$PIDS $LOADPID"
+}

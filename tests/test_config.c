@@ -1,0 +1,94 @@
+/* Unit tests of configuration parsing: the embedded default, every kind of value, the
+ * errors (naming file, line and problem), listen replacement, and H2PARK_DEBUG. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "h2park.h"
+
+static struct config c;
+static char err[1024];
+
+static int parse(const char *text)
+{
+    config_defaults(&c);
+    err[0] = 0;
+    return config_parse(&c, text, strlen(text), "test.conf", err, sizeof err);
+}
+
+static void embedded_default_parses(void)
+{
+    config_defaults(&c);
+    CHECKF(config_parse(&c, default_conf_text, default_conf_size, "(embedded default)", err, sizeof err) == CONFIG_OK, "%s", err);
+    CHECK(c.nlisten == 2 && !c.listen[0].tls && c.listen[1].tls);
+    CHECK(!strcmp(c.listen[0].text, "127.0.0.1:8080") && !strcmp(c.listen[1].text, "127.0.0.1:8443"));
+    CHECK(!strcmp(c.root, "./www") && c.parking && c.builtin_routes && c.workers == 0);
+    CHECK(c.preface_timeout == 10 && c.idle_timeout == 300 && c.write_timeout == 30 && c.shutdown_timeout == 10);
+    CHECK(c.max_concurrent_streams == 100 && c.max_header_list_size == 65536);
+}
+
+static void values_and_units(void)
+{
+    CHECKF(parse("workers = 3\nroot = /srv/www # comment\nparking = off\nidle_timeout = 250ms\n"
+                 "write_timeout = 2m\nmax_conns = 5000\ncoro_stack_size = 65536\ncoro_guard_pages = on\n"
+                 "  max_concurrent_streams=7  \nlog_level = debug\naccess_log = /tmp/a.log\n") == CONFIG_OK, "%s", err);
+    CHECK(c.workers == 3 && !strcmp(c.root, "/srv/www") && !c.parking);
+    CHECK(c.idle_timeout > 0.2499 && c.idle_timeout < 0.2501 && c.write_timeout == 120);
+    CHECK(c.max_conns == 5000 && c.coro_stack_size == 65536 && c.coro_guard_pages && c.max_concurrent_streams == 7);
+    CHECK(c.log_level == LOG_DEBUG && !strcmp(c.access_log, "/tmp/a.log"));
+    CHECK(!strcmp(c.parking_source, "config file"));
+}
+
+static void listen_lines(void)
+{
+    CHECKF(parse("listen = 127.0.0.1:9000\nlisten = [::1]:9443 tls\nlisten = *:80\n") == CONFIG_OK, "%s", err);
+    CHECK(c.nlisten == 3 && c.listen[1].tls && c.listen[1].addr.ss_family == AF_INET6);
+    struct config d;
+    config_defaults(&d);
+    config_parse(&d, default_conf_text, default_conf_size, "default", err, sizeof err);
+    const char *file = "listen = 10.0.0.1:1\n";
+    CHECK(config_parse(&d, file, strlen(file), "f", err, sizeof err) == CONFIG_OK);
+    CHECK(d.nlisten == 1);     /* a file's listen lines replace the default's */
+}
+
+static void errors_name_file_line_problem(void)
+{
+    CHECK(parse("workers = 2\nbogus = 1\n") == CONFIG_ERROR);
+    CHECKF(!strcmp(err, "test.conf:2: unknown key 'bogus'"), "%s", err);
+    CHECK(parse("\n\nworkers = many\n") == CONFIG_ERROR && strstr(err, "test.conf:3: workers: 'many' is not a worker count"));
+    CHECK(parse("parking = maybe\n") == CONFIG_ERROR && strstr(err, "test.conf:1: parking: 'maybe' is not on or off"));
+    CHECK(parse("idle_timeout = 5 parsecs\n") == CONFIG_ERROR && strstr(err, "test.conf:1: idle_timeout"));
+    CHECK(parse("listen = 127.0.0.1\n") == CONFIG_ERROR && strstr(err, "not ADDR:PORT"));
+    CHECK(parse("listen = 127.0.0.1:99999\n") == CONFIG_ERROR && strstr(err, "bad port"));
+    CHECK(parse("listen = example.org:80\n") == CONFIG_ERROR && strstr(err, "not an IP address"));
+    CHECK(parse("listen = 127.0.0.1:80 quic\n") == CONFIG_ERROR && strstr(err, "unknown option 'quic'"));
+    CHECK(parse("just words\n") == CONFIG_ERROR && strstr(err, "test.conf:1: expected 'key = value'"));
+    CHECK(parse("coro_stack_size = 100\n") == CONFIG_ERROR && strstr(err, "coro_stack_size"));
+    CHECK(parse("max_header_list_size = 10\n") == CONFIG_ERROR && strstr(err, "out of range"));
+    CHECK(config_load_file(&c, "/nonexistent/h2park.conf", err, sizeof err) == CONFIG_ERROR &&
+          strstr(err, "/nonexistent/h2park.conf: cannot read"));
+}
+
+static const char *warned;
+static void warn(const char *key) { warned = key; }
+
+static void debug_env(void)
+{
+    config_defaults(&c);
+    CHECK(config_apply_debug_env(&c, "http2serveparking=0", warn, err, sizeof err) == CONFIG_OK && !c.parking);
+    CHECK(!strcmp(c.parking_source, "H2PARK_DEBUG"));
+    CHECK(config_apply_debug_env(&c, "foo=1, http2serveparking=1", warn, err, sizeof err) == CONFIG_OK && c.parking);
+    CHECK(warned && !strcmp(warned, "foo"));
+    CHECK(config_apply_debug_env(&c, "http2serveparking=yes", warn, err, sizeof err) == CONFIG_ERROR);
+    CHECK(config_apply_debug_env(&c, "corostackpaint=1", warn, err, sizeof err) == CONFIG_OK && c.coro_paint);
+}
+
+int main(void)
+{
+    RUN(embedded_default_parses);
+    RUN(values_and_units);
+    RUN(listen_lines);
+    RUN(errors_name_file_line_problem);
+    RUN(debug_env);
+    CHECK_DONE();
+}

@@ -53,7 +53,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_con
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
 
-TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(wildcard $(BENCHES:$(BUILD)/%=%.c))
+TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS)
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
@@ -118,8 +118,12 @@ $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(
 run: all
 	@scripts/run-default.sh $(BUILD)
 
+# Both allocator builds and both context switches pass the same unit tests.
+VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro
 test: $(BUILD)/.deps-test all
-	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) $(BUILD)/nospec/tests/test_alloc
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) $(BUILD)/ucontext/tests/test_coro
+	@BUILD=$(BUILD) SAN=$(SAN) VARIANT_TESTS="$(VARIANT_TESTS)" tests/run.sh
 
 bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park

@@ -25,13 +25,13 @@ run_one() {
   echo "  $name: $p passed, $f failed"
 }
 
-for t in "$BUILD"/tests/test_*; do
+for t in "$BUILD"/tests/test_* ${VARIANT_TESTS:-}; do
   [ -x "$t" ] || continue
-  run_one "$(basename "$t")" "$t"
+  run_one "${t#$BUILD/}" "$t"
 done
 for t in tests/e2e_*.sh; do
   [ -f "$t" ] || continue
-  run_one "$(basename "$t")" sh "$t"
+  run_one "$(basename "$t")" bash "$t"
 done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,62 @@
+#!/bin/bash
+# The daemon's life: SIGTERM lets a request in flight finish and exits 0; SIGHUP
+# reopens the access log and reloads the certificate; the access log has one line per
+# stream; configuration mistakes exit 2 naming file, line and problem.
+. "$(dirname "$0")/lib.sh"
+make_site
+
+start_daemon --access-log "$TMP/access.log"
+curl -s --http2-prior-knowledge -o "$TMP/slow.out" -w '%{http_code}' "http://127.0.0.1:$PORT/-/delay?ms=1500" > "$TMP/slow.code" &
+CPID=$!
+sleep 0.4
+kill -TERM "$DPID"
+wait "$CPID"
+wait "$DPID"; status=$?
+[ "$(cat "$TMP/slow.code")" = 200 ] && grep -q 'waited 1500 ms' "$TMP/slow.out" && [ "$status" = 0 ]
+check sigterm_finishes_inflight_then_exit_0 $? "code $(cat "$TMP/slow.code"), exit $status"
+grep -q 'GET /-/delay?ms=1500 200 ' "$TMP/access.log" && grep -q ' h2c$' "$TMP/access.log"
+check access_log_line_per_stream $? "$(tail -2 "$TMP/access.log")"
+
+start_daemon --access-log "$TMP/access.log"
+curl -s -o /dev/null -k --http2 "https://127.0.0.1:$TPORT/"
+mv "$TMP/access.log" "$TMP/access.log.1"
+serial1=$(echo | openssl s_client -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/null | openssl x509 -noout -serial)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" \
+  -days 2 -subj /CN=reloaded >/dev/null 2>&1
+kill -HUP "$DPID"
+sleep 0.3
+curl -s -o /dev/null -k --http2 "https://127.0.0.1:$TPORT/sub/style.css"
+serial2=$(echo | openssl s_client -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/null | openssl x509 -noout -serial)
+[ -f "$TMP/access.log" ] && grep -q 'style.css' "$TMP/access.log" && ! grep -q 'style.css' "$TMP/access.log.1"
+check sighup_reopens_access_log $? "$(ls "$TMP")"
+[ -n "$serial1" ] && [ "$serial1" != "$serial2" ]; check sighup_reloads_certificate $? "$serial1 / $serial2"
+kill -0 "$DPID"; check sighup_keeps_running $? "daemon gone"
+stop_daemon
+
+config_error() { # config_error NAME WANT-IN-STDERR args...
+  local name=$1 want=$2; shift 2
+  timeout 10 "$H2PARK" "$@" >"$TMP/err.out" 2>&1; local rc=$?
+  [ $rc = 2 ] && grep -qF "$want" "$TMP/err.out"
+  check "$name" $? "exit $rc: $(head -2 "$TMP/err.out")"
+}
+printf 'workers = 2\n# fine\nlistne = 127.0.0.1:1\n' > "$TMP/typo.conf"
+config_error config_unknown_key_exit_2 "$TMP/typo.conf:3: unknown key 'listne'" -c "$TMP/typo.conf"
+printf 'idle_timeout = soon\n' > "$TMP/bad.conf"
+config_error config_bad_value_exit_2 "$TMP/bad.conf:1: idle_timeout: 'soon' is not a duration" -c "$TMP/bad.conf"
+config_error config_missing_file_exit_2 "cannot read" -c "$TMP/none.conf"
+config_error config_unreadable_cert_exit_2 "cannot load certificate $TMP/nocert.pem" --tls-listen 127.0.0.1:1 \
+  --cert "$TMP/nocert.pem" --key "$TMP/key.pem" --root "$TMP/www"
+config_error config_bad_flag_value_exit_2 "command line: workers: 'lots'" --workers lots --root "$TMP/www"
+config_error config_missing_root_exit_2 "root $TMP/nowhere" --listen 127.0.0.1:1 --root "$TMP/nowhere"
+# A port some other program holds (without SO_REUSEPORT).
+BUSY=$(( 41000 + RANDOM % 9000 ))
+openssl s_server -accept "127.0.0.1:$BUSY" -cert "$TMP/cert.pem" -key "$TMP/key.pem" -quiet >/dev/null 2>&1 &
+SPID=$!; PIDS="$PIDS $SPID"
+sleep 0.5
+config_error config_busy_port_exit_2 "listen 127.0.0.1:$BUSY: Address already in use" --listen "127.0.0.1:$BUSY" \
+  --root "$TMP/www"
+kill "$SPID" 2>/dev/null
+out=$("$H2PARK" --help); echo "$out" | grep -q -- '--tls-listen' && echo "$out" | grep -q -- '--parking'
+check help_lists_flags $? "$out"
+out=$("$H2PARK" --version); echo "$out" | grep -q 'size-specialized malloc' && echo "$out" | grep -q coroutines
+check version_says_build $? "$out"

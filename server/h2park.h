@@ -122,6 +122,9 @@ struct worker {
     bool accepting, shutting_down;
     struct conn *conns;            /* all connections of this worker */
     struct worker_counters n;
+    /* Input is read here and fed to nghttp2 before anything can yield, so one buffer
+     * serves every connection of the worker and none costs coroutine stack. */
+    char rbuf[16384];
 };
 
 extern struct worker *workers;

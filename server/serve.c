@@ -12,8 +12,7 @@
 
 #include "h2park.h"
 
-#define READ_CHUNK 8192
-#define READS_PER_STEP 32
+#define READS_PER_STEP 16
 
 enum step { STEP_CLOSE, STEP_IDLE, STEP_WAIT_READ, STEP_WAIT_WRITE };
 
@@ -117,11 +116,11 @@ static enum step step(struct conn *c)
         if (s != STEP_IDLE)
             return s;
     }
-    char chunk[READ_CHUNK];
+    char *chunk = c->w->rbuf;
     for (;;) {
         bool moved = false;
         for (int i = 0; i < READS_PER_STEP && !c->peer_eof && !c->closing; i++) {
-            ssize_t n = conn_read(c, chunk, sizeof chunk);
+            ssize_t n = conn_read(c, chunk, sizeof c->w->rbuf);
             if (n <= 0)
                 break;
             moved = true;

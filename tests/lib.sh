@@ -56,6 +56,8 @@ stop_daemon() {
   kill -TERM "$DPID" 2>/dev/null
   wait "$DPID" 2>/dev/null
   DSTATUS=$?
+  # With H2PARK_DEBUG=corostackpaint=1 the daemon logs its deepest stack use at exit.
+  if [ -n "${STACK_REPORT:-}" ]; then grep -h 'deepest coroutine stack' "$TMP/daemon.log" >> "$STACK_REPORT" || true; fi
 }
 
 # stat_of FIELD: one figure from /-/stats (over h2c).

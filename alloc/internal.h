@@ -91,7 +91,7 @@ struct sc_cache {
 struct sc_heap {
     /* Read without the lock by the free fast path; fixed once initialised. */
     uintptr_t base;
-    size_t fast_npages;        /* 0 under valgrind, which sends every free the slow way */
+    size_t fast_npages;        /* pages grown so far; 0 under valgrind (every free goes the slow way) */
     sc_span **pagemap;
     uintptr_t key;
     /* Everything below is under lock. */
@@ -135,10 +135,12 @@ static inline void sc_count(uint64_t *ctr)
 #endif
 }
 
+/* NULL outside the grown heap; inside it never NULL (pages in no span map to a FREE
+ * span nobody owns). */
 static inline sc_span *sc_span_of(const void *p)
 {
     size_t idx = ((uintptr_t)p - sc_heap.base) >> SC_PAGE_SHIFT;
-    if (SC_UNLIKELY(idx >= sc_heap.fast_npages))
+    if (SC_UNLIKELY(idx >= __atomic_load_n(&sc_heap.fast_npages, __ATOMIC_RELAXED)))
         return NULL;
     return sc_heap.pagemap[idx];
 }

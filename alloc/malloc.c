@@ -56,12 +56,7 @@ void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void) = {
 #undef SPECIALIZED
 };
 
-static unsigned size_class(size_t n)
-{
-    if (SC_LIKELY(n <= SC_SMALL_LIMIT))
-        return sc_size_to_class8[(n + 7) >> 3];
-    return sc_size_to_class128[(n - SC_SMALL_LIMIT + SC_LARGE_STEP - 1) / SC_LARGE_STEP];
-}
+static unsigned size_class(size_t n) { return sc_size_to_class[(n + 7) >> 3]; }
 
 static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool stack)
 {
@@ -132,7 +127,7 @@ void sc_free_slow(void *p, sc_span *s)
         return;
     if (!s)
         s = sc_span_lookup(p);
-    if (!s || s->state == SC_SPAN_FREE)
+    if (!s || s->state == SC_SPAN_FREE || s->state > SC_SPAN_LARGE)
         sc_fatal("invalid free of %p: not a pointer this heap returned (or already freed)", p);
     if (s->state == SC_SPAN_LARGE) {
         free_large(s, p);
@@ -168,9 +163,11 @@ void sc_free_slow(void *p, sc_span *s)
 
 void sc_free(void *p)
 {
-    sc_span *s = sc_span_of(p);
-    if (SC_UNLIKELY(!s))
-        goto slow;
+    size_t page = ((uintptr_t)p - sc_heap.base) >> SC_PAGE_SHIFT;
+    sc_span *s = NULL;
+    if (SC_UNLIKELY(page >= __atomic_load_n(&sc_heap.fast_npages, __ATOMIC_RELAXED)))
+        goto slow;            /* NULL, not ours, or valgrind */
+    s = sc_heap.pagemap[page];
     if (SC_UNLIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) != sc_thread_id()))
         goto slow;
     if (SC_UNLIKELY(!sc_span_is_object_start(s, p) || sc_looks_freed(s, p)))

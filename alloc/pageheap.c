@@ -32,6 +32,10 @@
 #define META_CHUNK (64u << 10)
 
 struct sc_heap sc_heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
+/* What the page map says for a page in no span: owned by nobody and FREE, so the free
+ * fast path needs no NULL test and the slow path reports an invalid free. */
+static sc_span nowhere = { .state = SC_SPAN_FREE };
+#define NOWHERE (&nowhere)
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 static char *meta_next, *meta_end;
 
@@ -70,7 +74,7 @@ static void heap_init_once(void)
     }
     sc_heap.key = key | 1;     /* never 0, so an all-zero word never decodes to a link */
     sc_heap.base = base;
-    sc_heap.fast_npages = sc_heap.valgrind ? 0 : sc_heap.reserved_pages;
+    sc_heap.fast_npages = 0;       /* grows with the heap (grow) */
 }
 
 void sc_heap_init(void) { pthread_once(&heap_once, heap_init_once); }
@@ -151,9 +155,9 @@ static void insert_free_run(size_t first, size_t n, sc_span *s)
 {
     if (first > 0) {
         sc_span *left = sc_heap.pagemap[first - 1];
-        if (left && left->state == SC_SPAN_FREE) {
+        if (left && left != NOWHERE && left->state == SC_SPAN_FREE) {
             run_unlink(left);
-            sc_heap.pagemap[first - 1] = NULL;
+            sc_heap.pagemap[first - 1] = NOWHERE;
             first = page_index(left->base);
             n += left->npages;
             span_recycle(left);
@@ -161,11 +165,11 @@ static void insert_free_run(size_t first, size_t n, sc_span *s)
     }
     if (first + n < sc_heap.grown_pages) {
         sc_span *right = sc_heap.pagemap[first + n];
-        if (right && right->state == SC_SPAN_FREE) {
+        if (right && right != NOWHERE && right->state == SC_SPAN_FREE) {
             run_unlink(right);
-            sc_heap.pagemap[first + n] = NULL;
+            sc_heap.pagemap[first + n] = NOWHERE;
             n += right->npages;
-            sc_heap.pagemap[first + n - 1] = NULL;
+            sc_heap.pagemap[first + n - 1] = NOWHERE;
             span_recycle(right);
         }
     }
@@ -186,7 +190,10 @@ static bool grow(size_t npages)
             return false;
     }
     size_t first = sc_heap.grown_pages;
+    set_pagemap(first, n, NOWHERE);
     sc_heap.grown_pages += n;
+    if (!sc_heap.valgrind)
+        __atomic_store_n(&sc_heap.fast_npages, sc_heap.grown_pages, __ATOMIC_RELEASE);
     sc_heap.idle_pages += n;
     sc_heap.released_pages += n;
     insert_free_run(first, n, NULL);
@@ -210,7 +217,7 @@ sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
     size_t first = page_index(s->base);
     if (s->npages > npages) {
         size_t rest = s->npages - npages;
-        sc_heap.pagemap[first + s->npages - 1] = NULL;
+        sc_heap.pagemap[first + s->npages - 1] = NOWHERE;
         s->npages = (uint32_t)npages;
         insert_free_run(first + npages, rest, NULL);
     }
@@ -257,7 +264,7 @@ void sc_heap_free(sc_span *s)
         sc_heap.large_frees++;
     }
     sc_heap.idle_pages += n;
-    set_pagemap(first, n, NULL);
+    set_pagemap(first, n, NOWHERE);
     /* The struct lives on as a free run and later as another span: nothing of its small
      * life may stay, or a large object on it would pass the free fast path's owner and
      * boundary tests. */

@@ -29,13 +29,32 @@ void sc_span_init_small(sc_span *s, unsigned spanclass)
         sc_vg_noaccess((void *)s->base, s->npages << SC_PAGE_SHIFT);
 }
 
-/* Hands out the next never-used object; the caller has checked there is one. */
+/* Hands out the next never-used object, and threads the never-used objects that start
+ * on the same OS page onto the (empty) free list: that page is being touched anyway, and
+ * without the batch an alloc/free loop would come back here for every object.  Objects
+ * starting on later pages stay untouched.  The caller has checked there is one. */
 void *sc_span_bump(sc_span *s)
 {
     void *p = (void *)s->bump;
-    s->bump += s->elemsize;
+    uintptr_t page_end = ((uintptr_t)p | 4095) + 1;
+    uintptr_t next = s->bump + s->elemsize;
+    s->bump = next;
     s->mul_limit += s->excess;
     s->used++;
+    if (next < page_end && next < s->end) {
+        uintptr_t last = next;
+        while (last + s->elemsize < page_end && last + s->elemsize < s->end)
+            last += s->elemsize;
+        for (uintptr_t o = next; o <= last; o += s->elemsize) {
+            if (SC_UNLIKELY(sc_heap.valgrind))
+                sc_vg_defined((void *)o, sizeof(uintptr_t));
+            *(uintptr_t *)o = sc_link_encode(o < last ? (void *)(o + s->elemsize) : (void *)s->end);
+        }
+        s->free = (void *)next;
+        uint32_t n = (uint32_t)((last - next) / s->elemsize + 1);
+        s->bump = last + s->elemsize;
+        s->mul_limit += n * s->excess;
+    }
     return p;
 }
 

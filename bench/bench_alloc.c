@@ -1,0 +1,368 @@
+/* bench_alloc: the allocator measurements behind the README's tables.
+ *
+ *   bench_alloc time [ALLOC...]   ns per malloc+free pair and per allocation in batches
+ *                                 of 1000, every size, for each allocator
+ *   bench_alloc instr ALLOC       the same loops once each, bracketed by callgrind client
+ *                                 requests (run under valgrind --tool=callgrind)
+ *   bench_alloc rss               bytes of RSS per live object, 1,000,000 objects of 24
+ *                                 and 100 bytes, each allocator in a fresh child process
+ *   bench_alloc growth            seed 001's growth experiment
+ *
+ * "sc" calls sc_malloc with a compile-time constant size, so a build with
+ * SIZE_SPECIALIZED=1 takes the size-specialized entry points and one with 0 the generic
+ * path: the two builds of this file give the on/off comparison.  The other allocators
+ * (glibc, and jemalloc, mimalloc, tcmalloc where installed, loaded with dlopen) are
+ * called through function pointers.  Output is tab-separated, one figure per line. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "scalloc.h"
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_ZERO_STATS
+#define CALLGRIND_DUMP_STATS_AT(x) (void)(x)
+#endif
+
+#define BATCH 1000
+#define SIZES(X) X(8) X(16) X(24) X(32) X(48) X(64) X(80) X(88) X(96) X(112) X(128) X(144) X(192) X(256) \
+    X(1024) X(4096) X(16384) X(32768) X(65536) X(262144)
+
+static inline void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* ---- sc, with constant sizes ---- */
+#define SC_LOOPS(N)                                                   \
+    static void sc_pair_##N(long iters)                               \
+    {                                                                 \
+        for (long i = 0; i < iters; i++) {                            \
+            void *p = sc_malloc(N);                                   \
+            escape(p);                                                \
+            sc_free(p);                                               \
+        }                                                             \
+    }                                                                 \
+    static void sc_batch_##N(long rounds)                             \
+    {                                                                 \
+        static void *ps[BATCH];                                       \
+        for (long r = 0; r < rounds; r++) {                           \
+            for (int i = 0; i < BATCH; i++) {                         \
+                ps[i] = sc_malloc(N);                                 \
+                escape(ps[i]);                                        \
+            }                                                         \
+            for (int i = 0; i < BATCH; i++)                           \
+                sc_free(ps[i]);                                       \
+        }                                                             \
+    }
+SIZES(SC_LOOPS)
+
+struct sc_case { size_t size; void (*pair)(long); void (*batch)(long); };
+#define SC_CASE(N) { N, sc_pair_##N, sc_batch_##N },
+static const struct sc_case sc_cases[] = { SIZES(SC_CASE) };
+#define NSIZES (sizeof sc_cases / sizeof sc_cases[0])
+
+/* ---- other allocators, through pointers ---- */
+struct allocator {
+    const char *name;
+    void *(*m)(size_t);
+    void (*f)(void *);
+};
+
+static void *sc_generic_malloc(size_t n) { return sc_malloc_generic(n); }
+
+static int load_peer(struct allocator *a, const char *name)
+{
+    static const struct { const char *name, *lib, *m, *f; } peers[] = {
+        { "glibc", NULL, "malloc", "free" },
+        { "jemalloc", "libjemalloc.so.2", "malloc", "free" },
+        { "mimalloc", "libmimalloc.so.2", "mi_malloc", "mi_free" },
+        { "tcmalloc", "libtcmalloc_minimal.so.4", "tc_malloc", "tc_free" },
+    };
+    for (size_t i = 0; i < sizeof peers / sizeof peers[0]; i++) {
+        if (strcmp(name, peers[i].name))
+            continue;
+        /* jemalloc cannot be dlopened (static TLS): the script preloads it instead. */
+        void *h = RTLD_DEFAULT;
+        if (peers[i].lib && !(h = dlopen(peers[i].lib, RTLD_NOW | RTLD_NOLOAD)) &&
+            !(h = dlopen(peers[i].lib, RTLD_NOW | RTLD_LOCAL))) {
+            fprintf(stderr, "# %s: %s\n", name, dlerror());
+            return -1;
+        }
+        a->name = peers[i].name;
+        a->m = (void *(*)(size_t))dlsym(h, peers[i].m);
+        a->f = (void (*)(void *))dlsym(h, peers[i].f);
+        return a->m && a->f ? 0 : -1;
+    }
+    if (!strcmp(name, "sc-generic")) {
+        *a = (struct allocator){ "sc-generic", sc_generic_malloc, sc_free };
+        return 0;
+    }
+    return -1;
+}
+
+static void peer_pair(const struct allocator *a, size_t n, long iters)
+{
+    for (long i = 0; i < iters; i++) {
+        void *p = a->m(n);
+        escape(p);
+        a->f(p);
+    }
+}
+
+static void peer_batch(const struct allocator *a, size_t n, long rounds)
+{
+    static void *ps[BATCH];
+    for (long r = 0; r < rounds; r++) {
+        for (int i = 0; i < BATCH; i++) {
+            ps[i] = a->m(n);
+            escape(ps[i]);
+        }
+        for (int i = 0; i < BATCH; i++)
+            a->f(ps[i]);
+    }
+}
+
+static void empty_pair(long iters)
+{
+    for (long i = 0; i < iters; i++)
+        escape(&iters);
+}
+
+/* Runs fn(arg) for `work` units, best median of 5 timings, in ns per unit. */
+typedef void (*runner)(const void *ctx, long reps);
+static double time_per(runner run, const void *ctx, long reps, long units)
+{
+    double t[5];
+    run(ctx, reps / 10 + 1);   /* warm: spans carved, caches filled */
+    for (int k = 0; k < 5; k++) {
+        double t0 = now_ns();
+        run(ctx, reps);
+        t[k] = (now_ns() - t0) / (double)units;
+    }
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (t[j] < t[i]) {
+                double x = t[i];
+                t[i] = t[j];
+                t[j] = x;
+            }
+    return t[2];
+}
+
+struct ctx { const struct allocator *a; size_t size; const struct sc_case *c; };
+static void run_sc_pair(const void *x, long reps) { ((const struct ctx *)x)->c->pair(reps); }
+static void run_sc_batch(const void *x, long reps) { ((const struct ctx *)x)->c->batch(reps); }
+static void run_peer_pair(const void *x, long reps) { const struct ctx *c = x; peer_pair(c->a, c->size, reps); }
+static void run_peer_batch(const void *x, long reps) { const struct ctx *c = x; peer_batch(c->a, c->size, reps); }
+static void run_empty(const void *x, long reps) { (void)x; empty_pair(reps); }
+
+static long pair_iters(size_t size) { return size >= 65536 ? 200000 : 3000000; }
+static long batch_rounds(size_t size) { return size >= 65536 ? 20 : size >= 4096 ? 200 : 2000; }
+
+static void cmd_time(int argc, char **argv)
+{
+    const char *name = SC_SIZE_SPECIALIZED ? "sc-on" : "sc-off";
+    double empty = time_per(run_empty, NULL, 3000000, 3000000);
+    printf("time\tempty-loop\t0\tpair\t%.2f\n", empty);
+    for (size_t i = 0; i < NSIZES; i++) {
+        struct ctx c = { NULL, sc_cases[i].size, &sc_cases[i] };
+        long it = pair_iters(c.size), r = batch_rounds(c.size);
+        printf("time\t%s\t%zu\tpair\t%.2f\n", name, c.size, time_per(run_sc_pair, &c, it, it));
+        printf("time\t%s\t%zu\tbatch\t%.2f\n", name, c.size, time_per(run_sc_batch, &c, r, r * BATCH));
+    }
+    for (int k = 0; k < argc; k++) {
+        struct allocator a;
+        if (load_peer(&a, argv[k])) {
+            printf("# %s not installed\n", argv[k]);
+            continue;
+        }
+        for (size_t i = 0; i < NSIZES; i++) {
+            struct ctx c = { &a, sc_cases[i].size, NULL };
+            long it = pair_iters(c.size), r = batch_rounds(c.size);
+            printf("time\t%s\t%zu\tpair\t%.2f\n", a.name, c.size, time_per(run_peer_pair, &c, it, it));
+            printf("time\t%s\t%zu\tbatch\t%.2f\n", a.name, c.size, time_per(run_peer_batch, &c, r, r * BATCH));
+        }
+    }
+}
+
+/* Under callgrind: each loop between a zero and a dump; the script divides the dumped
+ * totals by the counts printed here and subtracts the empty loop. */
+static void cmd_instr(const char *alloc)
+{
+    enum { PAIRS = 20000, ROUNDS = 20 };
+    char label[96];
+    CALLGRIND_ZERO_STATS;
+    empty_pair(PAIRS);
+    CALLGRIND_DUMP_STATS_AT("empty-loop 0 pair 20000");
+    struct allocator a;
+    bool sc = !strcmp(alloc, "sc");
+    if (!sc && load_peer(&a, alloc)) {
+        printf("# %s not installed\n", alloc);
+        return;
+    }
+    for (size_t i = 0; i < NSIZES; i++) {
+        size_t n = sc_cases[i].size;
+        if (sc) {
+            sc_cases[i].pair(PAIRS / 10);
+            CALLGRIND_ZERO_STATS;
+            sc_cases[i].pair(PAIRS);
+            snprintf(label, sizeof label, "%s %zu pair %d", alloc, n, PAIRS);
+            CALLGRIND_DUMP_STATS_AT(label);
+            sc_cases[i].batch(2);
+            CALLGRIND_ZERO_STATS;
+            sc_cases[i].batch(ROUNDS);
+        } else {
+            peer_pair(&a, n, PAIRS / 10);
+            CALLGRIND_ZERO_STATS;
+            peer_pair(&a, n, PAIRS);
+            snprintf(label, sizeof label, "%s %zu pair %d", alloc, n, PAIRS);
+            CALLGRIND_DUMP_STATS_AT(label);
+            peer_batch(&a, n, 2);
+            CALLGRIND_ZERO_STATS;
+            peer_batch(&a, n, ROUNDS);
+        }
+        snprintf(label, sizeof label, "%s %zu batch %d", alloc, n, ROUNDS * BATCH);
+        CALLGRIND_DUMP_STATS_AT(label);
+    }
+}
+
+static long rss_now(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return res * sysconf(_SC_PAGESIZE);
+}
+
+static void cmd_rss(int argc, char **argv)
+{
+    enum { COUNT = 1000000 };
+    static const size_t sizes[] = { 24, 100 };
+    for (int k = -1; k < argc; k++) {
+        for (size_t s = 0; s < 2; s++) {
+            int fds[2];
+            if (pipe(fds))
+                return;
+            pid_t pid = fork();
+            if (pid == 0) {
+                struct allocator a = { "sc", sc_generic_malloc, sc_free };
+                if (k >= 0 && load_peer(&a, argv[k]))
+                    _exit(3);
+                void **ps = mmap(NULL, COUNT * sizeof *ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                memset(ps, 0, COUNT * sizeof *ps);
+                a.f(a.m(sizes[s]));            /* the allocator's own start-up */
+                long before = rss_now();
+                for (int i = 0; i < COUNT; i++) {
+                    ps[i] = a.m(sizes[s]);
+                    memset(ps[i], 1, sizes[s]);
+                }
+                double per = (double)(rss_now() - before) / COUNT;
+                char line[96];
+                int n = snprintf(line, sizeof line, "rss\t%s\t%zu\t%.2f\n", a.name, sizes[s], per);
+                if (write(fds[1], line, (size_t)n) < 0)
+                    _exit(4);
+                _exit(0);
+            }
+            close(fds[1]);
+            char buf[128] = { 0 };
+            ssize_t n = read(fds[0], buf, sizeof buf - 1);
+            close(fds[0]);
+            waitpid(pid, NULL, 0);
+            if (n > 0)
+                fputs(buf, stdout);
+        }
+    }
+}
+
+/* ---- seed 001: growth policies ---- */
+static size_t grow_x2(size_t cap, size_t need)
+{
+    size_t c = cap ? cap * 2 : 8;
+    return sc_roundup(c < need ? need : c);
+}
+
+static size_t grow_smooth(size_t cap, size_t need)
+{
+    const size_t start = 1 << 10, end = 1 << 24;
+    size_t c = cap;
+    if (cap < start) {
+        c = cap ? cap * 2 : 8;
+    } else {
+        size_t mul = cap <= end ? (size_t)(27 - (64 - __builtin_clzll(cap))) : 2;
+        while (c < need)
+            c += mul * (c >> 4);
+    }
+    return sc_roundup(c < need ? need : c);
+}
+
+static size_t grow_go(size_t cap, size_t need) { return sc_grow_cap(cap, need, 1); }
+
+static void cmd_growth(long step)
+{
+    struct { const char *name; size_t (*grow)(size_t, size_t); } policies[] = {
+        { "go", grow_go }, { "x2", grow_x2 }, { "smooth-x2-x1.125", grow_smooth },
+    };
+    for (size_t p = 0; p < 3; p++) {
+        unsigned long long reallocs = 0, bytes = 0, waste = 0, targets = 0;
+        double t0 = now_ns();
+        for (size_t target = 320 << 10; target <= 16u << 20; target += (size_t)step) {
+            size_t len = 0, cap = 0;
+            char *buf = NULL;
+            while (len < target) {
+                if (len == cap) {
+                    cap = policies[p].grow(cap, len + 1);
+                    buf = sc_realloc(buf, cap);
+                    reallocs++;
+                    bytes += cap;
+                }
+                /* Appending byte by byte up to the capacity or the target. */
+                size_t n = (cap < target ? cap : target) - len;
+                memset(buf + len, (int)len, n);
+                len += n;
+            }
+            waste += cap - len;
+            targets++;
+            sc_free(buf);
+        }
+        double ms = (now_ns() - t0) / 1e6;
+        printf("growth\t%s\t%llu\t%llu\t%llu\t%.1f\t%llu\n", policies[p].name, reallocs, bytes, waste / targets, ms, targets);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_alloc time [ALLOC...] | instr ALLOC | rss [ALLOC...] | growth [STEP]\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "time"))
+        cmd_time(argc - 2, argv + 2);
+    else if (!strcmp(argv[1], "instr") && argc == 3)
+        cmd_instr(argv[2]);
+    else if (!strcmp(argv[1], "rss"))
+        cmd_rss(argc - 2, argv + 2);
+    else if (!strcmp(argv[1], "growth"))
+        cmd_growth(argc > 2 ? atol(argv[2]) : 10001);
+    else
+        return 2;
+    return 0;
+}

@@ -37,8 +37,14 @@ static inline __attribute__((always_inline)) void *alloc_small(unsigned sc)
 {
     sc_cache *c = &sc_tls;
     sc_span *s = c->cur[sc];
-    if (SC_UNLIKELY((uintptr_t)s->free == s->end))
-        return sc_cache_refill(c, sc, NULL);
+    if (SC_UNLIKELY((uintptr_t)s->free == s->end)) {
+        /* The thread's own frees are the common refill (always so for classes of one
+         * object per span, such as coroutine stacks): take them without the call. */
+        if ((uintptr_t)s->local_free == s->end)
+            return sc_cache_refill(c, sc, NULL);
+        s->free = s->local_free;
+        s->local_free = (void *)s->end;
+    }
     return sc_span_pop(c, s, sc);
 }
 

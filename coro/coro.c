@@ -36,6 +36,14 @@
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
 #define CORO_VALGRIND 1
+/* A client request costs a dozen instructions even natively: ask once. */
+static int on_valgrind = -1;
+static bool under_valgrind(void)
+{
+    if (on_valgrind < 0)
+        on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
+    return on_valgrind;
+}
 #endif
 
 #define CANARY 0xC0A0C0DEDEADBEEFull
@@ -231,20 +239,14 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
         mem = guarded_stack_alloc(mem_size);
     } else {
         mem = sc_stack_alloc(stack_size);
-        mem_size = mem ? sc_usable_size(mem) : 0;
+        mem_size = sc_roundup(stack_size);
     }
     if (!mem)
         return NULL;
     uintptr_t lo = (uintptr_t)mem + (guard ? os_page() : 0);
     uintptr_t hi = ((uintptr_t)mem + mem_size - sizeof(coro)) & ~(uintptr_t)63;
     coro *c = (coro *)hi;
-    memset(c, 0, sizeof *c);
-    c->fn = fn;
-    c->arg = arg;
-    c->mem = mem;
-    c->mem_size = mem_size;
-    c->guarded = guard;
-    c->canary = (uint64_t *)lo;
+    *c = (coro){ .fn = fn, .arg = arg, .mem = mem, .mem_size = mem_size, .guarded = guard, .canary = (uint64_t *)lo };
     *c->canary = CANARY;
     uintptr_t stack_lo = lo + sizeof(uint64_t);
     if (atomic_load_explicit(&opt_paint, memory_order_relaxed)) {
@@ -253,7 +255,8 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     }
     coro_ctx_init(&c->ctx, (void *)stack_lo, hi - stack_lo, c);
 #if CORO_VALGRIND
-    c->vg_stack = VALGRIND_STACK_REGISTER(stack_lo, hi);
+    if (under_valgrind())
+        c->vg_stack = VALGRIND_STACK_REGISTER(stack_lo, hi);
 #endif
     if (!counters.registered)
         register_counters();
@@ -291,7 +294,8 @@ static void release(coro *c)
     if (c->painted)
         measure_depth(c);
 #if CORO_VALGRIND
-    VALGRIND_STACK_DEREGISTER(c->vg_stack);
+    if (under_valgrind())
+        VALGRIND_STACK_DEREGISTER(c->vg_stack);
 #endif
     bump(&counters.live, -1);
     bump(&counters.stack_bytes, -(int64_t)c->mem_size);

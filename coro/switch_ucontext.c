@@ -46,9 +46,8 @@ void coro_ctx_init(coro_ctx *ctx, void *stack_lo, size_t size, coro *c)
     uint32_t mxcsr;
     uint16_t fpucw;
     __asm__ volatile("stmxcsr %0; fnstcw %1" : "=m"(mxcsr), "=m"(fpucw));
-    memset(sp, 0, 10 * sizeof *sp);
-    memcpy(&sp[0], &mxcsr, 4);
-    memcpy((char *)&sp[0] + 4, &fpucw, 2);
+    sp[0] = mxcsr | (uint64_t)fpucw << 32;
+    sp[1] = sp[2] = sp[3] = sp[4] = sp[6] = 0;      /* r15 r14 r13 r12, rbp */
     sp[5] = (uint64_t)(uintptr_t)c;                 /* rbx */
     sp[7] = (uint64_t)(uintptr_t)coro_start;        /* return address */
     ctx->sp = sp;

@@ -1,0 +1,35 @@
+// go-h2server: the minimal Go net/http HTTP/2 server the idle-memory experiment compares
+// with (seed 002 measured Go's server; this is its pre-parking version, Debian's Go).
+// h2 over TLS when -cert/-key are given (net/http's built-in HTTP/2), h2c with prior
+// knowledge otherwise (golang.org/x/net/http2/h2c).  Static files from -root.
+package main
+
+import (
+	"flag"
+	"log"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	root := flag.String("root", ".", "static files")
+	cert := flag.String("cert", "", "TLS certificate (PEM); h2c without it")
+	key := flag.String("key", "", "TLS key (PEM)")
+	flag.Parse()
+	files := http.FileServer(http.Dir(*root))
+	h2 := &http2.Server{IdleTimeout: time.Hour}
+	srv := &http.Server{Addr: *addr, IdleTimeout: time.Hour}
+	if *cert != "" {
+		srv.Handler = files
+		if err := http2.ConfigureServer(srv, h2); err != nil {
+			log.Fatal(err)
+		}
+		log.Fatal(srv.ListenAndServeTLS(*cert, *key))
+	}
+	srv.Handler = h2c.NewHandler(files, h2)
+	log.Fatal(srv.ListenAndServe())
+}

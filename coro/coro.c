@@ -54,6 +54,7 @@ struct coro {
     coro_ctx ctx;              /* the coroutine's own context while it is suspended */
     coro_ctx caller;           /* its resumer's context while it runs */
     coro *resumer;
+    void **io;                 /* the running coro_resume's value slot */
     coro_fn fn;
     void *arg;
     uint64_t *canary;
@@ -324,6 +325,7 @@ void coro_main(coro *c, void *value)
 bool coro_resume(coro *c, void **io)
 {
     c->resumer = current;
+    c->io = io;
     current = c;
 #if CORO_ASAN
     void *fake = NULL;
@@ -333,9 +335,12 @@ bool coro_resume(coro *c, void **io)
 #if CORO_ASAN
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
+    /* current is still c: reading it back spares holding c in a saved register, and
+     * with it the pushes and pops around the switch. */
+    c = current;
     current = c->resumer;
-    if (io)
-        *io = out;
+    if (c->io)
+        *c->io = out;
     if (c->finished) {
         release(c);
         return false;

@@ -38,9 +38,9 @@
 #define CORO_VALGRIND 1
 /* A client request costs a dozen instructions even natively: ask once. */
 static int on_valgrind = -1;
-static bool under_valgrind(void)
+static inline bool under_valgrind(void)
 {
-    if (on_valgrind < 0)
+    if (__builtin_expect(on_valgrind < 0, 0))
         on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
     return on_valgrind;
 }
@@ -239,8 +239,14 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
         mem_size = (mem_size + os_page() - 1) & ~(os_page() - 1);
         mem = guarded_stack_alloc(mem_size);
     } else {
+        /* What the heap really hands out, remembered for the size last asked. */
+        static __thread size_t asked, rounded;
+        if (stack_size != asked) {
+            asked = stack_size;
+            rounded = sc_roundup(stack_size);
+        }
         mem = sc_stack_alloc(stack_size);
-        mem_size = sc_roundup(stack_size);
+        mem_size = rounded;
     }
     if (!mem)
         return NULL;

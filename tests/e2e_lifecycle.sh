@@ -60,3 +60,27 @@ out=$("$H2PARK" --help); echo "$out" | grep -q -- '--tls-listen' && echo "$out" 
 check help_lists_flags $? "$out"
 out=$("$H2PARK" --version); echo "$out" | grep -q 'size-specialized malloc' && echo "$out" | grep -q coroutines
 check version_says_build $? "$out"
+
+# Timeouts, with short settings.
+printf 'preface_timeout = 1s\nidle_timeout = 1500ms\n' > "$TMP/short.conf"
+start_daemon -c "$TMP/short.conf"
+exec 5<>"/dev/tcp/127.0.0.1/$PORT"          # connects, never speaks
+sleep 2.2
+if timeout 1 cat <&5 >/dev/null 2>&1; then closed=0; else closed=$?; fi
+exec 5<&- 5>&-
+[ "$closed" = 0 ]; check preface_timeout_closes $? "connection still open after 2.2 s (read status $closed)"
+out=$(timeout 10 "$BUILD/tests/h2raw" "$PORT" idle 4000)
+echo "$out" | grep -q 'GOAWAY last=0 error=0' && echo "$out" | grep -q CLOSED
+check idle_timeout_goaway_no_error $? "$(echo "$out" | tr '\n' ';')"
+stop_daemon
+# max_conns = 3: three held connections, and a fourth waits until one closes.
+printf 'max_conns = 3\n' > "$TMP/limit.conf"
+start_daemon -c "$TMP/limit.conf"
+h2load_idle 3 "http://127.0.0.1:$PORT" 30
+sleep 1.5       # (asking /-/stats would take a fourth connection)
+code=$(curl -s --http2-prior-knowledge -m 1 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/-/healthz")
+[ "$code" = 000 ]; check max_conns_pauses_accepting $? "a fourth connection was served: $code; $(ss -Htn "( sport = :$PORT )" | wc -l) sockets; $(cat "$TMP/h2load.out" | tail -3)"
+kill "$LOADPID" 2>/dev/null; wait "$LOADPID" 2>/dev/null
+code=$(curl -s --http2-prior-knowledge -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/-/healthz")
+[ "$code" = 200 ]; check max_conns_resumes_accepting $? "code $code after the others closed"
+stop_daemon

@@ -7,7 +7,8 @@
  * Scenarios: garbage (a TLS ClientHello on the cleartext port), badping (PING of length
  * 7), decreasing (stream 5 then stream 3), emptypath (:path ""), rapidreset (300
  * streams opened and reset at once), bigheaders (80 KB of header fields, ignoring
- * SETTINGS_MAX_HEADER_LIST_SIZE), vanish (a request whose body never comes). */
+ * SETTINGS_MAX_HEADER_LIST_SIZE), idle (the preface, then silence), vanish (a request
+ * whose body never comes). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -104,6 +105,8 @@ static int build(const char *scenario)
             frame(first ? 1 : 9, flags, 1, block + off, len);
             off += len;
         }
+    } else if (!strcmp(scenario, "idle")) {
+        preface();                               /* then says nothing more */
     } else if (!strcmp(scenario, "vanish")) {
         preface();
         static const unsigned char post_echo[] = { 0x83, 0x86, 0x44, 0x07, '/', '-', '/', 'e', 'c', 'h', 'o',
@@ -119,7 +122,7 @@ static int build(const char *scenario)
 int main(int argc, char **argv)
 {
     if (argc < 3 || build(argv[2])) {
-        fprintf(stderr, "usage: h2raw PORT garbage|badping|decreasing|emptypath|rapidreset|bigheaders|vanish [MS]\n");
+        fprintf(stderr, "usage: h2raw PORT garbage|badping|decreasing|emptypath|rapidreset|bigheaders|idle|vanish [MS]\n");
         return 2;
     }
     int ms = argc > 3 ? atoi(argv[3]) : 2000;

@@ -60,21 +60,20 @@ struct sc_span {
     uintptr_t base;
     uint32_t divmul;           /* floor(2^32 / elemsize) + 1 */
     uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object */
-    uint32_t used;
     uintptr_t limit;           /* nelems * elemsize */
+    uint32_t used;
+    uint32_t npages;
     uint8_t spanclass;
     uint8_t state;
     uint8_t stack;
     uint8_t in_full;           /* central: on the full list rather than the partial one */
-    uint32_t npages;
-    /* Cold. */
-    uintptr_t bump;            /* objects from here to end were never handed out */
     uint32_t excess;           /* elemsize * divmul - 2^32 */
-    bool needzero;             /* the pages may hold data (else never-used objects are zero) */
+    /* Cold (the struct is 112 bytes: it is a cost per span, so per object). */
+    uintptr_t bump;            /* objects from here to end were never handed out */
     _Atomic uintptr_t thread_free;
     sc_span *next, *prev;
-    uint32_t nelems, elemsize;
-    size_t large_bytes;        /* LARGE: the size asked for, for stats */
+    uint32_t elemsize;
+    bool needzero;             /* the pages may hold data (else never-used objects are zero) */
 };
 
 typedef struct sc_cache sc_cache;

@@ -76,7 +76,6 @@ static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool sta
         errno = ENOMEM;
         return NULL;
     }
-    s->large_bytes = n;
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_malloclike((void *)s->base, n, zero);
     return (void *)s->base;
@@ -94,7 +93,7 @@ void *sc_malloc_generic(size_t n) { return alloc_any(n, false); }
 static void free_large(sc_span *s, void *p)
 {
     if ((uintptr_t)p != s->base)
-        sc_fatal("invalid free of %p: inside the %zu-byte object at %p", p, s->large_bytes, (void *)s->base);
+        sc_fatal("invalid free of %p: inside the %u-page object at %p", p, s->npages, (void *)s->base);
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_freelike(p);
     sc_heap_free(s);

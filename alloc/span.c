@@ -14,8 +14,8 @@ void sc_span_init_small(sc_span *s, unsigned spanclass)
     uint32_t size = sc_class_size[cls];
     s->spanclass = (uint8_t)spanclass;
     s->elemsize = size;
-    s->nelems = (s->npages << SC_PAGE_SHIFT) / size;
-    s->limit = (uintptr_t)s->nelems * size;
+    uint32_t nelems = (s->npages << SC_PAGE_SHIFT) / size;
+    s->limit = (uintptr_t)nelems * size;
     s->end = s->base + s->limit;
     s->divmul = sc_class_divmul[cls];
     s->excess = (uint32_t)((uint64_t)size * s->divmul - ((uint64_t)1 << 32));

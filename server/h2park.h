@@ -227,6 +227,7 @@ struct stream {
     struct buf outb;                      /* written by the handler, not yet framed */
     size_t outb_off;
     int file_fd;                          /* static file body source, or -1 */
+    struct open_file *file;               /* the cache entry file_fd belongs to (routes.c) */
     int64_t file_off, file_left;
     ev_timer sleep;
     int status;
@@ -251,6 +252,7 @@ void h2_sleep(struct stream *s, double seconds);
 int h2_simple(struct stream *s, int status, const char *content_type, const void *body, size_t len);
 
 void route_request(struct stream *s);
+void open_file_release(struct open_file *f);
 int routes_init(char *err, size_t errlen);
 
 /* ---- stats (stats.c) ---- */

@@ -62,7 +62,9 @@ void stream_release_if_done(struct stream *s)
         c->streams = s->snext;
     if (s->snext)
         s->snext->sprev = s->sprev;
-    if (s->file_fd >= 0)
+    if (s->file)
+        open_file_release(s->file);
+    else if (s->file_fd >= 0)
         close(s->file_fd);
     if (ev_is_active(&s->sleep))
         ev_timer_stop(c->w->loop, &s->sleep);
@@ -217,7 +219,8 @@ int h2_respond_file(struct stream *s, int status, const struct h2_header *h, siz
     s->file_left = len;
     s->out_eof = true;
     if (submit(s, status, h, n, len > 0)) {
-        close(fd);
+        if (!s->file)
+            close(fd);
         s->file_fd = -1;
         return -1;
     }

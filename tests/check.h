@@ -47,4 +47,33 @@ static const char *check_current = "";
 
 #define CHECK_DONE() return check_failures ? 1 : 0
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs fn in a child process with its stderr captured into out; returns the signal that
+ * ended the child (0 if it exited), or -1 if it could not be started. */
+static inline int check_run_child(void (*fn)(void), char *out, size_t cap)
+{
+    int fds[2];
+    if (pipe(fds))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fds[0], out + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = 0;
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
 #endif

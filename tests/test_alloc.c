@@ -421,24 +421,8 @@ static void announce(const char *what, const void *p)
 static char child_output[512];
 static int child_aborts_as_announced(void (*fn)(void))
 {
-    int fds[2];
-    if (pipe(fds))
-        return 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[512] = { 0 };
-    ssize_t n = 0, r;
-    while ((r = read(fds[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-        n += r;
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
+    char buf[512];
+    int sig = check_run_child(fn, buf, sizeof buf);
     memcpy(child_output, buf, sizeof child_output);
     char *expect = strstr(buf, "EXPECT "), want[96];
     if (!expect)
@@ -448,7 +432,7 @@ static int child_aborts_as_announced(void (*fn)(void))
         return 0;
     *nl = 0;
     snprintf(want, sizeof want, "%s", expect + 7);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(nl + 1, want);
+    return sig == SIGABRT && strstr(nl + 1, want);
 }
 
 static void do_double_free_small(void)

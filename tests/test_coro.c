@@ -299,30 +299,6 @@ static void painting_measures_depth(void)
     CHECKF(k.deepest >= 10000 && k.deepest < 20000, "deepest %llu", (unsigned long long)k.deepest);
 }
 
-static int run_child(void (*fn)(void), int *sig, char *err, size_t errlen)
-{
-    int fds[2];
-    if (pipe(fds))
-        return 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0);
-    }
-    close(fds[1]);
-    ssize_t n = 0, r;
-    while ((r = read(fds[0], err + n, errlen - 1 - (size_t)n)) > 0)
-        n += r;
-    err[n] = 0;
-    close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    *sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    return 1;
-}
-
 static void overflow_canary_child(void)
 {
     coro *c = coro_create(deep, (void *)(size_t)(16384 + 512), 16384);
@@ -343,10 +319,10 @@ static void overflow_detected(void)
 {
     char err[1024];
     int sig;
-    CHECK(run_child(overflow_canary_child, &sig, err, sizeof err));
+    sig = check_run_child(overflow_canary_child, err, sizeof err);
     CHECKF(sig == SIGABRT && strstr(err, "stack overflow in coroutine") && strstr(err, "coro_stack_size"),
            "signal %d, stderr: %s", sig, err);
-    CHECK(run_child(overflow_guard_child, &sig, err, sizeof err));
+    sig = check_run_child(overflow_guard_child, err, sizeof err);
     /* ASan catches the fault itself and exits with its own report. */
     CHECKF(sig == SIGSEGV || (strstr(err, "AddressSanitizer") && strstr(err, "SEGV")) ||
                strstr(err, "stack-overflow"), "guard page: signal %d, stderr: %.200s", sig, err);

@@ -7,20 +7,19 @@
 #   make bench-coro        coroutine benchmark
 #
 # Build options (a change of any of them rebuilds everything):
-#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1  STACK_PAINT=0|1
+#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1
 
 BUILD ?= build
 SIZE_SPECIALIZED ?= 1
 CORO ?= asm
 SAN ?= 0
-STACK_PAINT ?= 0
 
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Werror -Wno-error=unused-command-line-argument
 ifneq ($(shell $(CC) -v 2>&1 | grep -c clang),1)
 WARN := -Wall -Wextra -Werror
 endif
-DEFS := -DSC_SIZE_SPECIALIZED=$(SIZE_SPECIALIZED) -DCORO_STACK_PAINT=$(STACK_PAINT)
+DEFS := -DSC_SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
 ifeq ($(CORO),ucontext)
 DEFS += -DCORO_UCONTEXT=1
 endif

@@ -74,7 +74,7 @@ struct coro {
 
 /* Per-thread counters, summed by coro_read_counters: written only by their thread. */
 struct counters {
-    uint64_t live, created, stack_bytes, deepest;
+    uint64_t live, created, stack_bytes;
     struct counters *next;
     bool registered;
 };
@@ -292,8 +292,6 @@ static void measure_depth(const coro *c)
     uint64_t seen = atomic_load_explicit(&deepest_seen, memory_order_relaxed);
     while (used > seen && !atomic_compare_exchange_weak(&deepest_seen, &seen, used)) {
     }
-    if (used > counters.deepest)
-        counters.deepest = used;
 }
 
 static void release(coro *c)

@@ -347,7 +347,6 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
 }
 
 /* Derived values that depend on the machine. */
-long config_max_conns(const struct config *c);
 long config_max_conns(const struct config *c)
 {
     if (c->max_conns)

@@ -270,6 +270,15 @@ void conn_force_close(struct conn *c)
     conn_wake(c);
 }
 
+/* A GOAWAY with code, then close once it is written (at once if not HTTP/2 yet). */
+static bool goaway_then_close(struct conn *c, uint32_t code)
+{
+    if (c->h2)
+        nghttp2_session_terminate_session(c->h2, code);
+    c->closing = true;
+    return !c->h2;
+}
+
 /* What the serve loop does about a passed deadline: true if the connection must close
  * now (after any GOAWAY it queued is written). */
 bool conn_handle_timeout(struct conn *c)
@@ -279,16 +288,10 @@ bool conn_handle_timeout(struct conn *c)
     switch (kind) {
     case TIMEOUT_PREFACE:
         log_msg(LOG_DEBUG, "%s: no SETTINGS within %.0fs, closing", c->peer, cfg.preface_timeout);
-        if (c->h2)
-            nghttp2_session_terminate_session(c->h2, NGHTTP2_SETTINGS_TIMEOUT);
-        c->closing = true;
-        return !c->h2;
+        return goaway_then_close(c, NGHTTP2_SETTINGS_TIMEOUT);
     case TIMEOUT_IDLE:
         log_msg(LOG_DEBUG, "%s: idle for %.0fs, GOAWAY", c->peer, cfg.idle_timeout);
-        if (c->h2)
-            nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
-        c->closing = true;
-        return !c->h2;
+        return goaway_then_close(c, NGHTTP2_NO_ERROR);
     case TIMEOUT_WRITE:
         log_msg(LOG_DEBUG, "%s: peer stopped reading for %.0fs, closing", c->peer, cfg.write_timeout);
         return true;

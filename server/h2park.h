@@ -73,6 +73,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 /* H2PARK_DEBUG in GODEBUG syntax; unknown keys are reported through warn. */
 int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), char *err, size_t errlen);
 int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err, size_t errlen);
+/* max_conns, with auto resolved against the open-file limit. */
+long config_max_conns(const struct config *c);
 
 /* ---- logging (log.c) ---- */
 enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
@@ -170,7 +172,7 @@ struct conn {
     uint32_t open_streams;
     uint32_t live_handlers;
     uint8_t proto;
-    bool tls, handshake_done, settings_seen, peer_eof, closing, waiting, in_serve;
+    bool tls, handshake_done, settings_seen, peer_eof, closing, in_serve;
     bool io_write;                 /* io watches for writability too */
     bool goaway_pending;           /* shutdown asked for a GOAWAY */
     bool served_once;              /* a serve coroutine has run for it */

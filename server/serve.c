@@ -185,9 +185,7 @@ void *serve_main(void *arg)
             return SERVE_PARKED;
         }
         c->in_serve = false;
-        c->waiting = true;
         coro_yield(NULL);
-        c->waiting = false;
         c->in_serve = true;
     }
 }

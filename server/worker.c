@@ -28,7 +28,6 @@ struct worker *workers;
 volatile int shutting_down;
 int nworkers;
 static _Atomic long live_conns;
-long config_max_conns(const struct config *c);
 
 static int listen_socket(const struct listen_addr *a, char *err, size_t errlen)
 {

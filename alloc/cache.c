@@ -22,10 +22,11 @@ sc_span sc_empty_span;
 __thread sc_cache sc_tls __attribute__((tls_model("local-exec"))) = {
     .cur = { [0 ... SC_NSPANCLASS - 1] = &sc_empty_span },
 };
+_Atomic uint64_t sc_remote_collected[SC_NSPANCLASS];
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static sc_cache *registry;
-static uint64_t exited_nmalloc[SC_NSPANCLASS], exited_nfree[SC_NSPANCLASS];
+static uint64_t exited_nremote[SC_NSPANCLASS];
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static _Atomic unsigned trim_epoch;
@@ -77,10 +78,8 @@ static void thread_exit(void *arg)
     cache_flush(c);
     pthread_mutex_lock(&registry_lock);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
-        exited_nmalloc[sc] += c->nmalloc[sc];
-        exited_nfree[sc] += c->nfree[sc];
-        __atomic_store_n(&c->nmalloc[sc], 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&c->nfree[sc], 0, __ATOMIC_RELAXED);
+        exited_nremote[sc] += c->nremote[sc];
+        __atomic_store_n(&c->nremote[sc], 0, __ATOMIC_RELAXED);
     }
     if (c->reg_prev)
         c->reg_prev->reg_next = c->reg_next;
@@ -117,25 +116,14 @@ void sc_cache_register(sc_cache *c)
     pthread_mutex_unlock(&registry_lock);
 }
 
-/* Moves the local (and remote) frees of s onto its allocation list. */
-static void span_gather(sc_span *s)
-{
-    sc_span_collect_remote(s);
-    if ((uintptr_t)s->local_free != s->end) {
-        s->free = sc_list_concat(s, s->local_free, s->free);
-        s->local_free = (void *)s->end;
-    }
-}
-
 static bool span_has_free(const sc_span *s) { return (uintptr_t)s->free != s->end || s->bump != s->end; }
 
 /* Takes an object from a span known to have one: listed objects first, so recently
  * freed (warm) memory is reused before untouched memory is. */
-static void *span_take(sc_cache *c, sc_span *s, unsigned sc, bool *zeroed)
+static void *span_take(sc_span *s, bool *zeroed)
 {
     if ((uintptr_t)s->free != s->end)
-        return sc_span_pop(c, s, sc);
-    sc_count(&c->nmalloc[sc]);
+        return sc_span_pop(s);
     if (zeroed)
         *zeroed = !s->needzero;
     return sc_span_bump(s);
@@ -163,16 +151,16 @@ void sc_cache_trim(sc_cache *c)
         while (n--) {
             sc_span *s = c->others[sc];
             others_remove(c, sc, s);
-            span_gather(s);
-            if (s->used == 0)
+            sc_span_collect_remote(s);
+            if (sc_span_live(s) == 0)
                 sc_heap_free(s);
             else
                 others_push_tail(c, sc, s);
         }
         sc_span *cur = c->cur[sc];
         if (cur != &sc_empty_span) {
-            span_gather(cur);
-            if (cur->used == 0) {
+            sc_span_collect_remote(cur);
+            if (sc_span_live(cur) == 0) {
                 sc_heap_free(cur);
                 c->cur[sc] = &sc_empty_span;
             }
@@ -180,8 +168,10 @@ void sc_cache_trim(sc_cache *c)
     }
 }
 
-void *sc_cache_refill(sc_cache *c, unsigned sc, bool *zeroed)
+void *sc_cache_refill(size_t spanclass, bool *zeroed)
 {
+    sc_cache *c = &sc_tls;
+    unsigned sc = (unsigned)spanclass;
     if (SC_UNLIKELY(!c->registered))
         sc_cache_register(c);
     unsigned epoch = atomic_load_explicit(&trim_epoch, memory_order_relaxed);
@@ -193,15 +183,15 @@ void *sc_cache_refill(sc_cache *c, unsigned sc, bool *zeroed)
         *zeroed = false;
     sc_span *cur = c->cur[sc];
     if (cur != &sc_empty_span) {
-        span_gather(cur);
+        sc_span_collect_remote(cur);
         if (span_has_free(cur))
-            return span_take(c, cur, sc, zeroed);
+            return span_take(cur, zeroed);
     }
     sc_span *pick = NULL;
     for (int i = 0; i < REFILL_SCAN && c->others[sc] && !pick; i++) {
         sc_span *s = c->others[sc];
         others_remove(c, sc, s);
-        span_gather(s);
+        sc_span_collect_remote(s);
         if (span_has_free(s))
             pick = s;
         else
@@ -226,14 +216,14 @@ void *sc_cache_refill(sc_cache *c, unsigned sc, bool *zeroed)
         if ((uintptr_t)pick->free != pick->end)
             sc_vg_defined(pick->free, sizeof(uintptr_t));
         bool zero = false;
-        void *p = span_take(c, pick, sc, &zero);
+        void *p = span_take(pick, &zero);
         sc_vg_malloclike(p, pick->elemsize, zero);
         if (zeroed)
             *zeroed = zero;
         return p;
     }
     c->cur[sc] = pick;
-    return span_take(c, pick, sc, zeroed);
+    return span_take(pick, zeroed);
 }
 
 void sc_trim_all_caches(void)
@@ -246,17 +236,13 @@ void sc_trim_all_caches(void)
     }
 }
 
-void sc_cache_sum(uint64_t nmalloc[SC_NSPANCLASS], uint64_t nfree[SC_NSPANCLASS])
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS])
 {
     pthread_mutex_lock(&registry_lock);
-    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
-        nmalloc[sc] = exited_nmalloc[sc];
-        nfree[sc] = exited_nfree[sc];
-    }
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
+        nremote[sc] = exited_nremote[sc];
     for (sc_cache *c = registry; c; c = c->reg_next)
-        for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
-            nmalloc[sc] += __atomic_load_n(&c->nmalloc[sc], __ATOMIC_RELAXED);
-            nfree[sc] += __atomic_load_n(&c->nfree[sc], __ATOMIC_RELAXED);
-        }
+        for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
+            nremote[sc] += __atomic_load_n(&c->nremote[sc], __ATOMIC_RELAXED);
     pthread_mutex_unlock(&registry_lock);
 }

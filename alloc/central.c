@@ -43,13 +43,13 @@ void sc_central_abandon(sc_span *s)
     pthread_mutex_lock(&c->lock);
     void *remote = (void *)atomic_exchange_explicit(&s->thread_free, SC_TF_ABANDONED, memory_order_acq_rel);
     if (remote) {
-        s->used -= (uint32_t)sc_list_length(s, remote);
+        size_t n = sc_list_length(s, remote);
+        sc_count_n(&s->nfreed, n);
+        sc_remote_collected_add(s->spanclass, n);
         s->free = sc_list_concat(s, remote, s->free);
     }
-    s->free = sc_list_concat(s, s->local_free, s->free);
-    s->local_free = (void *)s->end;
     atomic_store_explicit(&s->owner, 0, memory_order_relaxed);
-    if (s->used == 0) {
+    if (sc_span_live(s) == 0) {
         pthread_mutex_unlock(&c->lock);
         sc_heap_free(s);
         return;
@@ -87,8 +87,8 @@ bool sc_central_free(sc_span *s, void *p)
         sc_fatal("double free of %p", p);
     *(uintptr_t *)p = sc_link_encode(s->free);
     s->free = p;
-    s->used--;
-    if (s->used == 0) {
+    sc_count(&s->nfreed);
+    if (sc_span_live(s) == 0) {
         list_remove(s->in_full ? &c->full : &c->partial, s);
         pthread_mutex_unlock(&c->lock);
         sc_heap_free(s);

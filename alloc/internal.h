@@ -6,7 +6,7 @@
  *   page of a SMALL or LARGE span, and of the first and last page of a FREE run.
  * - A SMALL span is owned by exactly one thread (owner = that thread's id) or by none,
  *   and then sits in a central list with thread_free == SC_TF_ABANDONED.  Only the owner
- *   touches free, local_free and used of an owned span; other threads push onto
+ *   touches free and used of an owned span; other threads push onto
  *   thread_free with a CAS.  Unowned spans are changed under their central lock.
  * - Free-list links are stored in the first word of a free object, XORed with a
  *   process-wide random key, and every list ends with span->end (one past the last
@@ -16,12 +16,17 @@
  *   so pages nobody asked for stay untouched (and, if they came clean, zero), and
  *   mul_limit only admits objects below the bump, so freeing one never handed out is
  *   caught by the same multiply that rejects interior pointers.
- * - used = objects handed out minus objects freed to local_free minus remote frees
- *   collected; the owner keeps it, so a free never has to look at whether the span
- *   became empty (refill and trim do).
+ * - One list per span: the thread's own frees push onto the list malloc pops, so an
+ *   alloc/free loop reuses one warm object and never leaves the fast path.
+ * - nalloc and nfreed count the objects a span ever handed out and took back (remote
+ *   frees when collected); their difference is the span's live objects, so a free
+ *   never has to look at whether the span became empty (refill and trim do).  They are
+ *   also the statistics: the fast paths count nothing else, and sc_read_stats sums
+ *   them over all spans (the page heap keeps the totals of spans that are gone).
  * - libscalloc.a is for linking into executables: its TLS is local-exec.
- * - Stats counters are written only by their owning thread, with one increment
- *   instruction, and read by anyone with relaxed loads. */
+ * - Counters are written by one thread at a time (a span's owner, or whoever holds
+ *   its central lock), with one read-modify-write instruction, and read by anyone
+ *   with relaxed loads. */
 #ifndef SC_INTERNAL_H
 #define SC_INTERNAL_H
 
@@ -55,13 +60,13 @@ struct sc_span {
     /* First cache line: what the fast paths read. */
     void *free;
     uintptr_t end;
-    void *local_free;
     _Atomic uintptr_t owner;
     uintptr_t base;
     uint32_t divmul;           /* floor(2^32 / elemsize) + 1 */
     uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object */
+    uint32_t base_mul;         /* (uint32)base * divmul: off*divmul = p*divmul - base_mul (mod 2^32) */
     uintptr_t limit;           /* nelems * elemsize */
-    uint32_t used;
+    uint64_t nalloc, nfreed;   /* objects handed out and taken back, all time */
     uint32_t npages;
     uint8_t spanclass;
     uint8_t state;
@@ -79,8 +84,8 @@ struct sc_span {
 typedef struct sc_cache sc_cache;
 struct sc_cache {
     sc_span *cur[SC_NSPANCLASS];
-    uint64_t nmalloc[SC_NSPANCLASS];
-    uint64_t nfree[SC_NSPANCLASS];
+    /* Frees this thread pushed onto other threads' spans, by span class. */
+    uint64_t nremote[SC_NSPANCLASS];
     sc_span *others[SC_NSPANCLASS];   /* owned, not current; circular, head first */
     sc_cache *reg_next, *reg_prev;
     unsigned trim_epoch;
@@ -103,12 +108,15 @@ struct sc_heap {
     size_t inuse_pages, stack_pages, idle_pages, released_pages;
     size_t large_alloc_bytes;
     uint64_t large_mallocs, large_frees;
+    uint64_t gone_nalloc[SC_NSPANCLASS], gone_nfreed[SC_NSPANCLASS];   /* of freed spans */
     bool valgrind;
 };
 
 extern struct sc_heap sc_heap SC_HIDDEN;
 extern sc_span sc_empty_span SC_HIDDEN;
 extern __thread sc_cache sc_tls SC_HIDDEN __attribute__((tls_model("local-exec")));
+/* Remote frees collected by owners, by span class (one add per collected list). */
+extern _Atomic uint64_t sc_remote_collected[SC_NSPANCLASS] SC_HIDDEN;
 
 /* The thread pointer: unique among live threads, and one instruction to read. */
 static inline uintptr_t sc_thread_id(void)
@@ -124,13 +132,46 @@ static inline uintptr_t sc_thread_id(void)
 #endif
 }
 
-static inline void sc_count(uint64_t *ctr)
+static inline void sc_count_n(uint64_t *ctr, uint64_t n)
 {
 #if defined(__x86_64__)
     /* One instruction, so a concurrent relaxed reader sees the old or the new value. */
-    __asm__("incq %0" : "+m"(*ctr));
+    __asm__("addq %1, %0" : "+m"(*ctr) : "ir"(n));
 #else
-    __atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline void sc_count(uint64_t *ctr) { sc_count_n(ctr, 1); }
+
+static inline uint64_t sc_span_live(const sc_span *s)
+{
+    return __atomic_load_n(&s->nalloc, __ATOMIC_RELAXED) - __atomic_load_n(&s->nfreed, __ATOMIC_RELAXED);
+}
+
+/* The free fast path's two tests on shared words, each a compare with a memory operand
+ * (the compiler does not fold relaxed atomic loads into one).  A page below fast_npages
+ * has a span in the page map (a real one or the FREE sentinel); a span's owner equals
+ * this thread's id only if this thread set it. */
+static inline bool sc_page_is_fast(size_t page)
+{
+#if defined(__x86_64__)
+    bool below;
+    __asm__("cmpq %2, %1" : "=@ccb"(below) : "r"(page), "m"(sc_heap.fast_npages));
+    return below;
+#else
+    return page < __atomic_load_n(&sc_heap.fast_npages, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline bool sc_owned_here(const sc_span *s)
+{
+#if defined(__x86_64__)
+    bool mine;
+    __asm__("cmpq %2, %1" : "=@cce"(mine) : "r"(sc_thread_id()), "m"(s->owner));
+    return mine;
+#else
+    return atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_thread_id();
 #endif
 }
 
@@ -146,8 +187,7 @@ static inline sc_span *sc_span_of(const void *p)
 
 static inline bool sc_span_is_object_start(const sc_span *s, const void *p)
 {
-    uint32_t off = (uint32_t)((uintptr_t)p - s->base);
-    return (uint32_t)(off * s->divmul) < s->mul_limit;
+    return (uint32_t)((uint32_t)(uintptr_t)p * s->divmul - s->base_mul) < s->mul_limit;
 }
 
 static inline void *sc_link_decode(const sc_span *s, uintptr_t word)
@@ -165,13 +205,13 @@ static inline bool sc_looks_freed(const sc_span *s, const void *p)
     return next - s->base <= s->limit;
 }
 
-static inline __attribute__((always_inline)) void *sc_span_pop(sc_cache *c, sc_span *s, unsigned sc)
+static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 {
     void **p = s->free;
     s->free = sc_link_decode(s, *(uintptr_t *)p);
+    /* Else a live object nobody wrote to would look freed, and its free go the slow way. */
     *(uintptr_t *)p = 0;
-    s->used++;
-    sc_count(&c->nmalloc[sc]);
+    sc_count(&s->nalloc);
     return p;
 }
 
@@ -180,6 +220,7 @@ void sc_heap_init(void) SC_HIDDEN;
 sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large) SC_HIDDEN;
 void sc_heap_free(sc_span *s) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
+void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
 /* span.c */
 void sc_span_init_small(sc_span *s, unsigned spanclass) SC_HIDDEN;
 void *sc_span_bump(sc_span *s) SC_HIDDEN;
@@ -187,15 +228,16 @@ size_t sc_list_length(const sc_span *s, void *head) SC_HIDDEN;
 bool sc_list_contains(const sc_span *s, void *head, const void *p) SC_HIDDEN;
 void *sc_list_concat(const sc_span *s, void *a, void *b) SC_HIDDEN;
 void sc_span_collect_remote(sc_span *s) SC_HIDDEN;
+void sc_remote_collected_add(unsigned spanclass, size_t n) SC_HIDDEN;
 /* central.c */
 void sc_central_abandon(sc_span *s) SC_HIDDEN;
 sc_span *sc_central_adopt(unsigned spanclass) SC_HIDDEN;
 bool sc_central_free(sc_span *s, void *p) SC_HIDDEN;
 /* cache.c */
-void *sc_cache_refill(sc_cache *c, unsigned spanclass, bool *zeroed) SC_HIDDEN;
+void *sc_cache_refill(size_t spanclass, bool *zeroed) SC_HIDDEN __attribute__((cold));
 void sc_cache_trim(sc_cache *c) SC_HIDDEN;
 void sc_cache_register(sc_cache *c) SC_HIDDEN;
-void sc_cache_sum(uint64_t nmalloc[SC_NSPANCLASS], uint64_t nfree[SC_NSPANCLASS]) SC_HIDDEN;
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS]) SC_HIDDEN;
 void sc_trim_all_caches(void) SC_HIDDEN;
 /* malloc.c */
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;

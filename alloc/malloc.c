@@ -33,19 +33,12 @@ void sc_fatal(const char *fmt, ...)
     abort();
 }
 
-static inline __attribute__((always_inline)) void *alloc_small(unsigned sc)
+static inline __attribute__((always_inline)) void *alloc_small(size_t sc)
 {
-    sc_cache *c = &sc_tls;
-    sc_span *s = c->cur[sc];
-    if (SC_UNLIKELY((uintptr_t)s->free == s->end)) {
-        /* The thread's own frees are the common refill (always so for classes of one
-         * object per span, such as coroutine stacks): take them without the call. */
-        if ((uintptr_t)s->local_free == s->end)
-            return sc_cache_refill(c, sc, NULL);
-        s->free = s->local_free;
-        s->local_free = (void *)s->end;
-    }
-    return sc_span_pop(c, s, sc);
+    sc_span *s = sc_tls.cur[sc];
+    if (SC_UNLIKELY((uintptr_t)s->free == s->end))
+        return sc_cache_refill(sc, NULL);
+    return sc_span_pop(s);
 }
 
 #define SPECIALIZED(cls, size, prev) \
@@ -62,7 +55,7 @@ void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void) = {
 #undef SPECIALIZED
 };
 
-static unsigned size_class(size_t n) { return sc_size_to_class[(n + 7) >> 3]; }
+static size_t size_class(size_t n) { return sc_size_to_class[n]; }
 
 static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool stack)
 {
@@ -103,7 +96,6 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
 {
     if (SC_UNLIKELY(!c->registered))
         sc_cache_register(c);
-    sc_count(&c->nfree[s->spanclass]);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     for (;;) {
         if (old == SC_TF_ABANDONED) {
@@ -111,9 +103,9 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
                 return;
             /* Adopted meanwhile: by us, or by another thread. */
             if (atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_thread_id()) {
-                *(uintptr_t *)p = sc_link_encode(s->local_free);
-                s->local_free = p;
-                s->used--;
+                *(uintptr_t *)p = sc_link_encode(s->free);
+                s->free = p;
+                sc_count(&s->nfreed);
                 return;
             }
             old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
@@ -121,8 +113,11 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
         }
         *(uintptr_t *)p = sc_link_encode(old ? (void *)old : (void *)s->end);
         if (atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
-                                                  memory_order_release, memory_order_relaxed))
+                                                  memory_order_release, memory_order_relaxed)) {
+            /* Counted once pushed: a reader may still count it live for an instant. */
+            sc_count(&c->nremote[s->spanclass]);
             return;
+        }
     }
 }
 
@@ -149,13 +144,12 @@ void sc_free_slow(void *p, sc_span *s)
         /* Ours, but here because it looked freed (or under valgrind): make sure. */
         if (sc_looks_freed(s, p)) {
             sc_span_collect_remote(s);
-            if (sc_list_contains(s, s->free, p) || sc_list_contains(s, s->local_free, p))
+            if (sc_list_contains(s, s->free, p))
                 sc_fatal("double free of %p", p);
         }
-        *(uintptr_t *)p = sc_link_encode(s->local_free);
-        s->local_free = p;
-        s->used--;
-        sc_count(&c->nfree[s->spanclass]);
+        *(uintptr_t *)p = sc_link_encode(s->free);
+        s->free = p;
+        sc_count(&s->nfreed);
         return;
     }
     /* Another thread's list cannot be searched safely; a first word that decodes into
@@ -170,17 +164,16 @@ void sc_free(void *p)
 {
     size_t page = ((uintptr_t)p - sc_heap.base) >> SC_PAGE_SHIFT;
     sc_span *s = NULL;
-    if (SC_UNLIKELY(page >= __atomic_load_n(&sc_heap.fast_npages, __ATOMIC_RELAXED)))
+    if (SC_UNLIKELY(!sc_page_is_fast(page)))
         goto slow;            /* NULL, not ours, or valgrind */
     s = sc_heap.pagemap[page];
-    if (SC_UNLIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) != sc_thread_id()))
+    if (SC_UNLIKELY(!sc_owned_here(s)))
         goto slow;
     if (SC_UNLIKELY(!sc_span_is_object_start(s, p) || sc_looks_freed(s, p)))
         goto slow;
-    *(uintptr_t *)p = sc_link_encode(s->local_free);
-    s->local_free = p;
-    s->used--;
-    sc_count(&sc_tls.nfree[s->spanclass]);
+    *(uintptr_t *)p = sc_link_encode(s->free);
+    s->free = p;
+    sc_count(&s->nfreed);
     return;
 slow:
     sc_free_slow(p, s);
@@ -198,10 +191,9 @@ void *sc_calloc(size_t count, size_t n)
     /* The fast path's lists hold used objects; the refill path may hand out a never-used
      * object from clean pages, which is zero already and stays untouched. */
     unsigned sc = SC_SPANCLASS(size_class(bytes), 0);
-    sc_cache *c = &sc_tls;
-    sc_span *s = c->cur[sc];
+    sc_span *s = sc_tls.cur[sc];
     bool zeroed = false;
-    void *p = (uintptr_t)s->free != s->end ? sc_span_pop(c, s, sc) : sc_cache_refill(c, sc, &zeroed);
+    void *p = (uintptr_t)s->free != s->end ? sc_span_pop(s) : sc_cache_refill(sc, &zeroed);
     if (p && !zeroed)
         memset(p, 0, bytes);
     return p;

@@ -97,14 +97,15 @@ int main(int argc, char **argv)
     }
     printf("\n};\n");
 
-    /* One table over every small size in 8-byte steps (4 KiB): the malloc fast path then
-     * needs a single lookup and no second range test, for the price of a table Go keeps
-     * in two parts to save 3.5 KiB. */
-    int tall = MAX_SMALL / 8 + 1;
+    /* One byte for every small size (32 KiB): the generic fast path then finds the
+     * class with a single load indexed by the size itself - no rounding to 8-byte steps
+     * (two instructions) and no second range test (Go keeps two tables of 8- and
+     * 128-byte steps).  Only the lines of sizes a program asks for are ever touched. */
+    int tall = MAX_SMALL + 1;
     printf("static const uint8_t sc_size_to_class[%d] = {", tall);
     for (int i = 0, k = 1; i < tall; i++) {
-        while (c[k].size < i * 8) k++;
-        printf("%s%d", i % 24 ? ", " : (i ? ",\n    " : "\n    "), k);
+        while (c[k].size < i) k++;
+        printf("%s%d", i % 32 ? "," : (i ? ",\n" : "\n"), k);
     }
     printf("\n};\n\n/* X(class, size, previous class size) for every class of at most\n * SC_SPECIALIZED_MAX bytes. */\n");
     printf("#define SC_FOREACH_SPECIALIZED(X)");

@@ -263,6 +263,11 @@ void sc_heap_free(sc_span *s)
         sc_heap.large_alloc_bytes -= (size_t)n << SC_PAGE_SHIFT;
         sc_heap.large_frees++;
     }
+    if (s->state == SC_SPAN_SMALL) {
+        sc_heap.gone_nalloc[s->spanclass] += s->nalloc;
+        sc_heap.gone_nfreed[s->spanclass] += s->nfreed;
+        s->nalloc = s->nfreed = 0;
+    }
     sc_heap.idle_pages += n;
     set_pagemap(first, n, NOWHERE);
     /* The struct lives on as a free run and later as another span: nothing of its small
@@ -325,6 +330,34 @@ void sc_release_pages(void *p, size_t len)
     uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(os_page - 1);
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Objects allocated and freed by span class: the counts of all small spans, and of
+ * those gone.  Owners count without the lock, one instruction at a time; the walk takes
+ * the lock only so that spans neither appear nor vanish under it.  A span whose pages
+ * were just taken and not yet set up holds zeros (sc_heap_free cleared them). */
+void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS])
+{
+    pthread_mutex_lock(&sc_heap.lock);
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
+        nalloc[sc] = sc_heap.gone_nalloc[sc];
+        nfreed[sc] = sc_heap.gone_nfreed[sc];
+    }
+    for (size_t i = 0; i < sc_heap.grown_pages;) {
+        const sc_span *s = sc_heap.pagemap[i];
+        if (s == NOWHERE || page_index(s->base) != i) {
+            i++;
+            continue;
+        }
+        if (s->state == SC_SPAN_SMALL) {
+            /* nfreed first: read the other way round, a free between the loads could
+             * make a span look to have freed more than it allocated. */
+            nfreed[s->spanclass] += __atomic_load_n(&s->nfreed, __ATOMIC_RELAXED);
+            nalloc[s->spanclass] += __atomic_load_n(&s->nalloc, __ATOMIC_RELAXED);
+        }
+        i += s->npages;
+    }
+    pthread_mutex_unlock(&sc_heap.lock);
 }
 
 /* The page map lookup without the fast path's valgrind cut-off. */

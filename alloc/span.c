@@ -18,12 +18,12 @@ void sc_span_init_small(sc_span *s, unsigned spanclass)
     s->limit = (uintptr_t)nelems * size;
     s->end = s->base + s->limit;
     s->divmul = sc_class_divmul[cls];
+    s->base_mul = (uint32_t)s->base * s->divmul;
     s->excess = (uint32_t)((uint64_t)size * s->divmul - ((uint64_t)1 << 32));
     s->mul_limit = 0;
     s->bump = s->base;
-    s->used = 0;
+    s->nalloc = s->nfreed = 0;
     s->free = (void *)s->end;
-    s->local_free = (void *)s->end;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
     if (sc_heap.valgrind)
         sc_vg_noaccess((void *)s->base, s->npages << SC_PAGE_SHIFT);
@@ -40,7 +40,7 @@ void *sc_span_bump(sc_span *s)
     uintptr_t next = s->bump + s->elemsize;
     s->bump = next;
     s->mul_limit += s->excess;
-    s->used++;
+    sc_count(&s->nalloc);
     if (next < page_end && next < s->end) {
         uintptr_t last = next;
         while (last + s->elemsize < page_end && last + s->elemsize < s->end)
@@ -99,7 +99,13 @@ void *sc_list_concat(const sc_span *s, void *a, void *b)
     return a;
 }
 
-/* Owner only: moves other threads' frees onto the local list. */
+/* Counts n collected remote frees: the statistics no longer treat them as pending. */
+void sc_remote_collected_add(unsigned spanclass, size_t n)
+{
+    atomic_fetch_add_explicit(&sc_remote_collected[spanclass], n, memory_order_relaxed);
+}
+
+/* Owner only: moves other threads' frees onto the span's list. */
 void sc_span_collect_remote(sc_span *s)
 {
     if (!atomic_load_explicit(&s->thread_free, memory_order_relaxed))
@@ -107,6 +113,8 @@ void sc_span_collect_remote(sc_span *s)
     void *list = (void *)atomic_exchange_explicit(&s->thread_free, 0, memory_order_acquire);
     if (!list)
         return;
-    s->used -= (uint32_t)sc_list_length(s, list);
-    s->local_free = sc_list_concat(s, list, s->local_free);
+    size_t n = sc_list_length(s, list);
+    sc_count_n(&s->nfreed, n);
+    sc_remote_collected_add(s->spanclass, n);
+    s->free = sc_list_concat(s, list, s->free);
 }

@@ -1,21 +1,31 @@
 /* sc_read_stats (Go's ReadMemStats): a consistent-enough snapshot without stopping
- * anyone.  Page figures are read under the heap lock; object counts are summed from
- * every thread's counters with relaxed loads, so a count may lag a malloc or free that
- * is happening at that instant, and nothing else. */
+ * anyone.  The fast paths count only on the span: a malloc bumps its nalloc, a free its
+ * nfreed.  So the object counts are summed over all spans (and those already gone),
+ * plus the frees other threads pushed that the owners have not collected yet.  All
+ * reads are relaxed: a figure may lag a malloc or free happening at that instant, and
+ * nothing else. */
 #include <string.h>
 
 #include "internal.h"
 
 void sc_read_stats(struct sc_stats *out)
 {
-    static uint64_t nmalloc[SC_NSPANCLASS], nfree[SC_NSPANCLASS];
+    static uint64_t nalloc[SC_NSPANCLASS], nfreed[SC_NSPANCLASS], nremote[SC_NSPANCLASS];
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     sc_heap_init();
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&lock);
-    sc_cache_sum(nmalloc, nfree);
+    /* Remote frees before the spans: one collected in between then counts once in
+     * nfreed and not yet as pending, rather than twice. */
+    sc_cache_sum(nremote);
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
+        nremote[sc] -= atomic_load_explicit(&sc_remote_collected[sc], memory_order_relaxed);
+    sc_heap_sum_counts(nalloc, nfreed);
     for (unsigned cls = 1; cls < SC_NCLASS; cls++) {
-        uint64_t m = nmalloc[SC_SPANCLASS(cls, 0)], f = nfree[SC_SPANCLASS(cls, 0)];
+        unsigned sc = SC_SPANCLASS(cls, 0);
+        uint64_t m = nalloc[sc], f = nfreed[sc] + nremote[sc];
+        if (f > m)
+            f = m;
         out->by_class[cls].size = sc_class_size[cls];
         out->by_class[cls].mallocs = m;
         out->by_class[cls].frees = f;

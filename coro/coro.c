@@ -46,22 +46,27 @@ static inline bool under_valgrind(void)
 }
 #endif
 
-#define CANARY 0xC0A0C0DEDEADBEEFull
 #define PAINT_BYTE 0xA5
 #define GUARD_CACHE_MAX 64
 
+/* What a coroutine needs beyond a stack and a canary: each is a flag so that the
+ * common coroutine pays one test for all of them when it is released. */
+enum { CORO_GUARDED = 1, CORO_PAINTED = 2, CORO_VALGRIND_STACK = 4 };
+
+/* Begins with the fields of struct coro_head (coro.h), which the inline resume and
+ * yield use in the assembly builds. */
 struct coro {
     coro_ctx ctx;              /* the coroutine's own context while it is suspended */
     coro_ctx caller;           /* its resumer's context while it runs */
     coro *resumer;
+    uint64_t *canary;
     void **io;                 /* the running coro_resume's value slot */
     coro_fn fn;
     void *arg;
-    uint64_t *canary;
     void *mem;                 /* the allocation */
     size_t mem_size;
     uint64_t id;
-    bool finished, guarded, painted;
+    uint8_t flags;
 #if CORO_ASAN
     void *fake_stack;
     const void *caller_stack_bottom;
@@ -72,6 +77,15 @@ struct coro {
 #endif
 };
 
+#if !CORO_UCONTEXT
+_Static_assert(offsetof(struct coro, ctx) == offsetof(struct coro_head, sp) &&
+               offsetof(struct coro, caller) == offsetof(struct coro_head, caller_sp) &&
+               offsetof(struct coro, resumer) == offsetof(struct coro_head, resumer) &&
+               offsetof(struct coro, canary) == offsetof(struct coro_head, canary) &&
+               offsetof(struct coro, io) == offsetof(struct coro_head, io),
+               "struct coro must begin like struct coro_head");
+#endif
+
 /* Per-thread counters, summed by coro_read_counters: written only by their thread. */
 struct counters {
     uint64_t live, created, stack_bytes;
@@ -79,8 +93,10 @@ struct counters {
     bool registered;
 };
 
-static __thread coro *current;
+__thread coro *coro_running;
 static __thread struct counters counters;
+/* The heap's real size for the stack size last asked (sc_roundup), per thread. */
+static __thread size_t rounded_for, rounded;
 static __thread void *guard_cache[GUARD_CACHE_MAX];
 static __thread unsigned guard_cached;
 static __thread size_t guard_cached_size;
@@ -92,7 +108,7 @@ static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static _Atomic size_t opt_stack_size = CORO_DEFAULT_STACK;
-static _Atomic bool opt_guard, opt_paint;
+static _Atomic uint8_t opt_flags;      /* CORO_GUARDED, CORO_PAINTED for new coroutines */
 static _Atomic uint64_t deepest_seen;
 
 static void bump(uint64_t *ctr, int64_t delta)
@@ -138,15 +154,15 @@ void coro_configure(const struct coro_options *opt)
     if (size < CORO_MIN_STACK)
         size = CORO_MIN_STACK;
     atomic_store(&opt_stack_size, size);
-    atomic_store(&opt_guard, opt->guard_pages);
-    atomic_store(&opt_paint, opt->paint);
+    atomic_store(&opt_flags, (uint8_t)((opt->guard_pages ? CORO_GUARDED : 0) | (opt->paint ? CORO_PAINTED : 0)));
 }
 
 void coro_get_options(struct coro_options *out)
 {
     out->stack_size = atomic_load(&opt_stack_size);
-    out->guard_pages = atomic_load(&opt_guard);
-    out->paint = atomic_load(&opt_paint);
+    uint8_t flags = atomic_load(&opt_flags);
+    out->guard_pages = flags & CORO_GUARDED;
+    out->paint = flags & CORO_PAINTED;
 }
 
 void coro_read_counters(struct coro_counters *out)
@@ -175,7 +191,7 @@ const char *coro_switch_kind(void)
 #endif
 }
 
-coro *coro_current(void) { return current; }
+coro *coro_current(void) { return coro_running; }
 uint64_t coro_id(const coro *c) { return c->id; }
 
 static size_t os_page(void)
@@ -229,43 +245,48 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
 {
     if (!stack_size)
         stack_size = atomic_load_explicit(&opt_stack_size, memory_order_relaxed);
-    if (stack_size < CORO_MIN_STACK)
+    else if (stack_size < CORO_MIN_STACK)
         stack_size = CORO_MIN_STACK;
-    bool guard = atomic_load_explicit(&opt_guard, memory_order_relaxed);
+    uint8_t flags = atomic_load_explicit(&opt_flags, memory_order_relaxed);
     void *mem;
-    size_t mem_size = stack_size;
-    if (guard) {
+    size_t mem_size;
+    uintptr_t lo;
+    if (__builtin_expect(flags & CORO_GUARDED, 0)) {
         mem_size = (stack_size < 40u << 10 ? 40u << 10 : stack_size);
         mem_size = (mem_size + os_page() - 1) & ~(os_page() - 1);
         mem = guarded_stack_alloc(mem_size);
+        lo = (uintptr_t)mem + os_page();
     } else {
-        /* What the heap really hands out, remembered for the size last asked. */
-        static __thread size_t asked, rounded;
-        if (stack_size != asked) {
-            asked = stack_size;
+        if (__builtin_expect(stack_size != rounded_for, 0)) {
+            rounded_for = stack_size;
             rounded = sc_roundup(stack_size);
         }
         mem = sc_stack_alloc(stack_size);
         mem_size = rounded;
+        lo = (uintptr_t)mem;
     }
     if (!mem)
         return NULL;
-    uintptr_t lo = (uintptr_t)mem + (guard ? os_page() : 0);
     uintptr_t hi = ((uintptr_t)mem + mem_size - sizeof(coro)) & ~(uintptr_t)63;
     coro *c = (coro *)hi;
-    *c = (coro){ .fn = fn, .arg = arg, .mem = mem, .mem_size = mem_size, .guarded = guard, .canary = (uint64_t *)lo };
-    *c->canary = CANARY;
+    c->canary = (uint64_t *)lo;
+    c->fn = fn;
+    c->arg = arg;
+    c->mem = mem;
+    c->mem_size = mem_size;
+    *c->canary = CORO_CANARY;
     uintptr_t stack_lo = lo + sizeof(uint64_t);
-    if (atomic_load_explicit(&opt_paint, memory_order_relaxed)) {
-        c->painted = true;
+    if (__builtin_expect(flags & CORO_PAINTED, 0))
         memset((void *)stack_lo, PAINT_BYTE, hi - stack_lo);
-    }
     coro_ctx_init(&c->ctx, (void *)stack_lo, hi - stack_lo, c);
 #if CORO_VALGRIND
-    if (under_valgrind())
+    if (under_valgrind()) {
+        flags |= CORO_VALGRIND_STACK;
         c->vg_stack = VALGRIND_STACK_REGISTER(stack_lo, hi);
+    }
 #endif
-    if (!counters.registered)
+    c->flags = flags;
+    if (__builtin_expect(!counters.registered, 0))
         register_counters();
     c->id = counters.created + 1;
     bump(&counters.created, 1);
@@ -274,13 +295,17 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     return c;
 }
 
+void coro_overflowed(const coro *c)
+{
+    fprintf(stderr, "coro: stack overflow in coroutine %llu (stack of %zu bytes): raise coro_stack_size\n",
+            (unsigned long long)c->id, c->mem_size);
+    abort();
+}
+
 static void check_canary(const coro *c)
 {
-    if (*c->canary != CANARY) {
-        fprintf(stderr, "coro: stack overflow in coroutine %llu (stack of %zu bytes): raise coro_stack_size\n",
-                (unsigned long long)c->id, c->mem_size);
-        abort();
-    }
+    if (__builtin_expect(*c->canary != CORO_CANARY, 0))
+        coro_overflowed(c);
 }
 
 static void measure_depth(const coro *c)
@@ -296,20 +321,28 @@ static void measure_depth(const coro *c)
 
 static void release(coro *c)
 {
-    if (c->painted)
-        measure_depth(c);
-#if CORO_VALGRIND
-    if (under_valgrind())
-        VALGRIND_STACK_DEREGISTER(c->vg_stack);
-#endif
     bump(&counters.live, -1);
     bump(&counters.stack_bytes, -(int64_t)c->mem_size);
-    if (c->guarded)
+    if (__builtin_expect(!c->flags, 1)) {
+        sc_stack_free(c->mem);
+        return;
+    }
+    if (c->flags & CORO_PAINTED)
+        measure_depth(c);
+#if CORO_VALGRIND
+    if (c->flags & CORO_VALGRIND_STACK)
+        VALGRIND_STACK_DEREGISTER(c->vg_stack);
+#endif
+    if (c->flags & CORO_GUARDED)
         guarded_stack_free(c->mem, c->mem_size);
     else
         sc_stack_free(c->mem);
 }
 
+/* Protocol: the coroutine side hands its yielded or returned value over through the
+ * resumer's io slot and puts the resumer back as the running coroutine before it switches out, so
+ * coro_resume has nothing to do afterwards but see whether the coroutine finished: the
+ * switch back carries the coroutine itself when it did, NULL when it yielded. */
 void coro_main(coro *c, void *value)
 {
 #if CORO_ASAN
@@ -317,49 +350,50 @@ void coro_main(coro *c, void *value)
 #endif
     (void)value;
     void *result = c->fn(c->arg);
-    c->finished = true;
+    c = coro_running;          /* the same coroutine; reloading spares a saved register */
     check_canary(c);
+    coro_running = c->resumer;
+    if (c->io)
+        *c->io = result;
 #if CORO_ASAN
     __sanitizer_start_switch_fiber(NULL, c->caller_stack_bottom, c->caller_stack_size);
 #endif
-    coro_ctx_switch(&c->ctx, &c->caller, result);
-    __builtin_unreachable();
+    coro_ctx_jump(&c->caller, c);
 }
 
-bool coro_resume(coro *c, void **io)
+void coro_finished(coro *c) { release(c); }
+
+bool coro_resume_call(coro *c, void **io)
 {
-    c->resumer = current;
+    c->resumer = coro_running;
     c->io = io;
-    current = c;
+    coro_running = c;
 #if CORO_ASAN
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, c->canary, (size_t)((char *)c - (char *)c->canary));
 #endif
-    void *out = coro_ctx_switch(&c->caller, &c->ctx, io ? *io : NULL);
+    coro *finished = coro_ctx_switch(&c->caller, &c->ctx, io ? *io : NULL);
 #if CORO_ASAN
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
-    /* current is still c: reading it back spares holding c in a saved register, and
-     * with it the pushes and pops around the switch. */
-    c = current;
-    current = c->resumer;
-    if (c->io)
-        *c->io = out;
-    if (c->finished) {
-        release(c);
+    if (__builtin_expect(finished != NULL, 0)) {
+        release(finished);
         return false;
     }
     return true;
 }
 
-void *coro_yield(void *value)
+void *coro_yield_call(void *value)
 {
-    coro *c = current;
+    coro *c = coro_running;
     check_canary(c);
+    coro_running = c->resumer;
+    if (c->io)
+        *c->io = value;
 #if CORO_ASAN
     __sanitizer_start_switch_fiber(&c->fake_stack, c->caller_stack_bottom, c->caller_stack_size);
 #endif
-    void *in = coro_ctx_switch(&c->ctx, &c->caller, value);
+    void *in = coro_ctx_switch(&c->ctx, &c->caller, NULL);
 #if CORO_ASAN
     __sanitizer_finish_switch_fiber(c->fake_stack, &c->caller_stack_bottom, &c->caller_stack_size);
 #endif
@@ -368,7 +402,7 @@ void *coro_yield(void *value)
 
 void coro_destroy(coro *c)
 {
-    if (c == current)
+    if (c == coro_running)
         abort();
     release(c);
 }

@@ -47,6 +47,30 @@ coro_switch:                     /* x0: void **save_sp, x1: void *load_sp, x2: v
     br x30
     .size coro_switch, .-coro_switch
 
+    /* The last switch out of a finished coroutine: nothing of it needs saving. */
+    .p2align 4
+    .globl coro_jump
+    .hidden coro_jump
+    .type coro_jump, %function
+coro_jump:                       /* x0: void *load_sp, x1: value */
+    mov sp, x0
+    ldp x19, x20, [sp, #0]
+    ldp x21, x22, [sp, #16]
+    ldp x23, x24, [sp, #32]
+    ldp x25, x26, [sp, #48]
+    ldp x27, x28, [sp, #64]
+    ldp x29, x30, [sp, #80]
+    ldp d8, d9, [sp, #96]
+    ldp d10, d11, [sp, #112]
+    ldp d12, d13, [sp, #128]
+    ldp d14, d15, [sp, #144]
+    ldr x9, [sp, #160]
+    msr fpcr, x9
+    add sp, sp, #176
+    mov x0, x1
+    br x30
+    .size coro_jump, .-coro_jump
+
     .p2align 4
     .globl coro_start
     .hidden coro_start

@@ -1,12 +1,15 @@
 /* Context switch for x86-64 (System V).
  *
- * Saves the callee-saved registers, MXCSR and the x87 control word on the running stack,
- * stores the stack pointer, loads the other one and restores the same set.  Loading
- * MXCSR and the control word is slow (each stalls the pipeline for several cycles), and
- * nearly every context runs with the defaults, so each is loaded only when it differs
- * from the value already in force.  It ends with an indirect jump instead of ret: the
- * return address popped belongs to another call site, so ret would miss the
- * return-stack predictor on every switch.
+ * Saves the callee-saved registers, MXCSR and the x87 control word (both callee-saved
+ * in the ABI) on the running stack, stores the stack pointer, loads the other one and
+ * restores the same set.  Measured on this project's Zen 4 machine, per round trip:
+ * stmxcsr costs about 3 ns and cannot be avoided (nothing else reads MXCSR), while
+ * loading both control words unconditionally costs 0.5 ns - less than comparing the
+ * stored value with the target's first (reading stmxcsr's store back stalls: 11.6 ns
+ * against 8.7 ns).  push/pop measured faster than mov to and from offsets (8.7 against
+ * 9.2 ns).  It ends with an indirect jump instead of ret: the return address popped
+ * belongs to another call site, so ret would miss the return-stack predictor on every
+ * switch.
  *
  * Frame, from the saved stack pointer up: mxcsr(4) fpucw(2) pad(2) r15 r14 r13 r12 rbx
  * rbp, return address.  coro_ctx_init builds the same frame for a new coroutine with
@@ -28,14 +31,10 @@ coro_switch:                     /* rdi: void **save_sp, rsi: void *load_sp, rdx
     stmxcsr (%rsp)
     fnstcw 4(%rsp)
     movq %rsp, (%rdi)
-    movl (%rsp), %r8d            /* the control state in force now */
-    movzwl 4(%rsp), %r9d
     movq %rsi, %rsp
-    cmpl (%rsp), %r8d
-    jne 1f
-2:  cmpw 4(%rsp), %r9w
-    jne 3f
-4:  addq $8, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -45,11 +44,28 @@ coro_switch:                     /* rdi: void **save_sp, rsi: void *load_sp, rdx
     movq %rdx, %rax
     popq %rcx
     jmpq *%rcx
-1:  ldmxcsr (%rsp)
-    jmp 2b
-3:  fldcw 4(%rsp)
-    jmp 4b
     .size coro_switch, .-coro_switch
+
+    /* The last switch out of a finished coroutine: nothing of it needs saving. */
+    .p2align 4
+    .globl coro_jump
+    .hidden coro_jump
+    .type coro_jump, @function
+coro_jump:                       /* rdi: void *load_sp, rsi: value */
+    movq %rdi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    movq %rsi, %rax
+    popq %rcx
+    jmpq *%rcx
+    .size coro_jump, .-coro_jump
 
     .p2align 4
     .globl coro_start

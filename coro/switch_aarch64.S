@@ -29,6 +29,7 @@ coro_switch:                     /* x0: void **save_sp, x1: void *load_sp, x2: v
     str x9, [sp, #160]
     mov x9, sp
     str x9, [x0]
+.Lrestore:
     mov sp, x1
     ldp x19, x20, [sp, #0]
     ldp x21, x22, [sp, #16]
@@ -53,22 +54,9 @@ coro_switch:                     /* x0: void **save_sp, x1: void *load_sp, x2: v
     .hidden coro_jump
     .type coro_jump, %function
 coro_jump:                       /* x0: void *load_sp, x1: value */
-    mov sp, x0
-    ldp x19, x20, [sp, #0]
-    ldp x21, x22, [sp, #16]
-    ldp x23, x24, [sp, #32]
-    ldp x25, x26, [sp, #48]
-    ldp x27, x28, [sp, #64]
-    ldp x29, x30, [sp, #80]
-    ldp d8, d9, [sp, #96]
-    ldp d10, d11, [sp, #112]
-    ldp d12, d13, [sp, #128]
-    ldp d14, d15, [sp, #144]
-    ldr x9, [sp, #160]
-    msr fpcr, x9
-    add sp, sp, #176
-    mov x0, x1
-    br x30
+    mov x2, x1
+    mov x1, x0
+    b .Lrestore
     .size coro_jump, .-coro_jump
 
     .p2align 4

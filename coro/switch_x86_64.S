@@ -31,6 +31,7 @@ coro_switch:                     /* rdi: void **save_sp, rsi: void *load_sp, rdx
     stmxcsr (%rsp)
     fnstcw 4(%rsp)
     movq %rsp, (%rdi)
+.Lrestore:
     movq %rsi, %rsp
     ldmxcsr (%rsp)
     fldcw 4(%rsp)
@@ -52,19 +53,9 @@ coro_switch:                     /* rdi: void **save_sp, rsi: void *load_sp, rdx
     .hidden coro_jump
     .type coro_jump, @function
 coro_jump:                       /* rdi: void *load_sp, rsi: value */
-    movq %rdi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbx
-    popq %rbp
-    movq %rsi, %rax
-    popq %rcx
-    jmpq *%rcx
+    movq %rsi, %rdx
+    movq %rdi, %rsi
+    jmp .Lrestore
     .size coro_jump, .-coro_jump
 
     .p2align 4

@@ -65,6 +65,7 @@ struct sc_span {
     uint32_t divmul;           /* floor(2^32 / elemsize) + 1 */
     uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object */
     uint32_t base_mul;         /* (uint32)base * divmul: off*divmul = p*divmul - base_mul (mod 2^32) */
+    uint32_t excess;           /* elemsize * divmul - 2^32 */
     uintptr_t limit;           /* nelems * elemsize */
     uint64_t nalloc, nfreed;   /* objects handed out and taken back, all time */
     uint32_t npages;
@@ -72,8 +73,7 @@ struct sc_span {
     uint8_t state;
     uint8_t stack;
     uint8_t in_full;           /* central: on the full list rather than the partial one */
-    uint32_t excess;           /* elemsize * divmul - 2^32 */
-    /* Cold (the struct is 112 bytes: it is a cost per span, so per object). */
+    /* Cold (the struct is 120 bytes: it is a cost per span, so per object). */
     uintptr_t bump;            /* objects from here to end were never handed out */
     _Atomic uintptr_t thread_free;
     sc_span *next, *prev;
@@ -104,6 +104,7 @@ struct sc_heap {
     uint64_t *dirty;           /* 1 bit per page: may be resident and hold data */
     pthread_mutex_t lock;
     sc_span *free_runs[129];   /* [n] runs of n pages, [0] runs above 128 pages */
+    uint64_t runs_nonempty[3]; /* bit n: free_runs[n] is not empty */
     sc_span *spare_spans;      /* recycled span structs */
     size_t inuse_pages, stack_pages, idle_pages, released_pages;
     size_t large_alloc_bytes;

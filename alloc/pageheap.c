@@ -108,9 +108,13 @@ static void span_recycle(sc_span *s)
 static size_t page_index(uintptr_t addr) { return (addr - sc_heap.base) >> SC_PAGE_SHIFT; }
 static bool page_dirty(size_t i) { return sc_heap.dirty[i / 64] >> (i % 64) & 1; }
 
+static size_t run_list(size_t npages) { return npages <= EXACT_RUNS ? npages : 0; }
+
 static void run_link(sc_span *s)
 {
-    sc_span **head = &sc_heap.free_runs[s->npages <= EXACT_RUNS ? s->npages : 0];
+    size_t list = run_list(s->npages);
+    sc_span **head = &sc_heap.free_runs[list];
+    sc_heap.runs_nonempty[list / 64] |= (uint64_t)1 << (list % 64);
     s->prev = NULL;
     s->next = *head;
     if (*head)
@@ -123,10 +127,11 @@ static void run_link(sc_span *s)
 
 static void run_unlink(sc_span *s)
 {
+    size_t list = run_list(s->npages);
     if (s->prev)
         s->prev->next = s->next;
-    else
-        sc_heap.free_runs[s->npages <= EXACT_RUNS ? s->npages : 0] = s->next;
+    else if (!(sc_heap.free_runs[list] = s->next))
+        sc_heap.runs_nonempty[list / 64] &= ~((uint64_t)1 << (list % 64));
     if (s->next)
         s->next->prev = s->prev;
     s->next = s->prev = NULL;
@@ -140,9 +145,14 @@ static void set_pagemap(size_t first, size_t n, sc_span *s)
 
 static sc_span *find_run(size_t npages)
 {
-    for (size_t n = npages; n <= EXACT_RUNS; n++)
-        if (sc_heap.free_runs[n])
-            return sc_heap.free_runs[n];
+    /* The shortest non-empty exact list that fits, found in the bitmap. */
+    for (size_t n = npages; n <= EXACT_RUNS; n = (n | 63) + 1) {
+        uint64_t bits = sc_heap.runs_nonempty[n / 64] & (~(uint64_t)0 << (n % 64));
+        if (n / 64 == EXACT_RUNS / 64)
+            bits &= ((uint64_t)2 << (EXACT_RUNS % 64)) - 1;
+        if (bits)
+            return sc_heap.free_runs[(n & ~(size_t)63) + (size_t)__builtin_ctzll(bits)];
+    }
     sc_span *best = NULL;
     for (sc_span *s = sc_heap.free_runs[0]; s; s = s->next)
         if (s->npages >= npages && (!best || s->npages < best->npages || (s->npages == best->npages && s->base < best->base)))

@@ -53,6 +53,16 @@ text_off=$(size -A "$BUILD/nospec/h2park" | awk '$1 == ".text" { print $2 }')
 
 awk -F'\t' -v text_on="$text_on" -v text_off="$text_off" -v cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" '
 function fmt(x) { return x == "" ? "-" : x }
+function onoff(kind, title,   s, a, b, x, y) {
+  print "\n" title "\n"
+  print "| size | instr on | instr off | instr delta | ns on | ns off | ns delta |"
+  print "|---:|---:|---:|---:|---:|---:|---:|"
+  for (s = 1; s <= 14; s++) {
+    a = ins["sc-on", sz[s], kind] - empty; b = ins["sc-off", sz[s], kind] - empty
+    x = t["sc-on", sz[s], kind]; y = t["sc-off", sz[s], kind]
+    printf "| %s | %.1f | %.1f | %+.0f%% | %.2f | %.2f | %+.0f%% |\n", sz[s], a, b, b ? 100 * (a - b) / b : 0, x, y, y ? 100 * (x - y) / y : 0
+  }
+}
 $1 == "time" { t[$2, $3, $4] = $5; if ($2 != "empty-loop") { seen[$2] = 1 } ; if ($3 + 0 > 0) sizes[$3] = 1 }
 $1 == "instr" {
   if ($2 == "empty-loop") { empty = $6 / $5; next }
@@ -83,14 +93,8 @@ END {
       print line
     }
   }
-  print "\n**Size-specialized malloc, on vs off (seed 003), malloc+free pair**\n"
-  print "| size | instr on | instr off | instr delta | ns on | ns off | ns delta |"
-  print "|---:|---:|---:|---:|---:|---:|---:|"
-  for (s = 1; s <= 14; s++) {
-    a = ins["sc-on", sz[s], "pair"] - empty; b = ins["sc-off", sz[s], "pair"] - empty
-    x = t["sc-on", sz[s], "pair"]; y = t["sc-off", sz[s], "pair"]
-    printf "| %s | %.1f | %.1f | %+.0f%% | %.2f | %.2f | %+.0f%% |\n", sz[s], a, b, b ? 100 * (a - b) / b : 0, x, y, y ? 100 * (x - y) / y : 0
-  }
+  onoff("pair", "**Size-specialized malloc, on vs off (seed 003), malloc+free pair**")
+  onoff("malloc", "**Size-specialized malloc, on vs off: the malloc alone (the mallocs of the batches, frees not counted)**")
   printf "\n`.text` of build/h2park: %d bytes with size-specialized malloc, %d without (%+d bytes, %+.2f%%).\n", text_on, text_off, text_on - text_off, 100 * (text_on - text_off) / text_off
   print "\n**RSS per live object, 1,000,000 objects**\n"
   print "| allocator | 24 B | 100 B |"; print "|---|---:|---:|"

@@ -32,6 +32,7 @@
 #else
 #define CALLGRIND_ZERO_STATS
 #define CALLGRIND_DUMP_STATS_AT(x) (void)(x)
+#define CALLGRIND_TOGGLE_COLLECT
 #endif
 
 #define BATCH 1000
@@ -47,6 +48,17 @@ static double now_ns(void)
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+/* Where a batch keeps its pointers: each round moves 512 bytes on, eight rounds covering
+ * a 4 KiB page, so that the stores into this array and the allocator's loads alias in
+ * 4 KiB (a false dependency that stalls the loads) in some rounds of every run rather
+ * than in all rounds of some builds: a change of code layout once moved the malloc-loop
+ * timings by 40%. */
+static void **batch_slots(long round)
+{
+    static void *slots[BATCH + 7 * 64];
+    return slots + (round % 8) * 64;
+}
+
 /* ---- sc, with constant sizes ---- */
 #define SC_LOOPS(N)                                                   \
     static void sc_pair_##N(long iters)                               \
@@ -59,8 +71,8 @@ static double now_ns(void)
     }                                                                 \
     static void sc_batch_##N(long rounds)                             \
     {                                                                 \
-        static void *ps[BATCH];                                       \
         for (long r = 0; r < rounds; r++) {                           \
+            void **ps = batch_slots(r);                               \
             for (int i = 0; i < BATCH; i++) {                         \
                 ps[i] = sc_malloc(N);                                 \
                 escape(ps[i]);                                        \
@@ -68,11 +80,31 @@ static double now_ns(void)
             for (int i = 0; i < BATCH; i++)                           \
                 sc_free(ps[i]);                                       \
         }                                                             \
+    }                                                                 \
+    /* The mallocs of the batches alone: ns spent in them, and under  \
+     * callgrind the frees are not collected. */                      \
+    static double sc_mallocs_##N(long rounds)                         \
+    {                                                                 \
+        double ns = 0;                                                \
+        for (long r = 0; r < rounds; r++) {                           \
+            void **ps = batch_slots(r);                               \
+            double t0 = now_ns();                                     \
+            for (int i = 0; i < BATCH; i++) {                         \
+                ps[i] = sc_malloc(N);                                 \
+                escape(ps[i]);                                        \
+            }                                                         \
+            ns += now_ns() - t0;                                      \
+            CALLGRIND_TOGGLE_COLLECT;                                 \
+            for (int i = 0; i < BATCH; i++)                           \
+                sc_free(ps[i]);                                       \
+            CALLGRIND_TOGGLE_COLLECT;                                 \
+        }                                                             \
+        return ns;                                                    \
     }
 SIZES(SC_LOOPS)
 
-struct sc_case { size_t size; void (*pair)(long); void (*batch)(long); };
-#define SC_CASE(N) { N, sc_pair_##N, sc_batch_##N },
+struct sc_case { size_t size; void (*pair)(long); void (*batch)(long); double (*mallocs)(long); };
+#define SC_CASE(N) { N, sc_pair_##N, sc_batch_##N, sc_mallocs_##N },
 static const struct sc_case sc_cases[] = { SIZES(SC_CASE) };
 #define NSIZES (sizeof sc_cases / sizeof sc_cases[0])
 
@@ -126,8 +158,8 @@ static void peer_pair(const struct allocator *a, size_t n, long iters)
 
 static void peer_batch(const struct allocator *a, size_t n, long rounds)
 {
-    static void *ps[BATCH];
     for (long r = 0; r < rounds; r++) {
+        void **ps = batch_slots(r);
         for (int i = 0; i < BATCH; i++) {
             ps[i] = a->m(n);
             escape(ps[i]);
@@ -143,6 +175,18 @@ static void empty_pair(long iters)
         escape(&iters);
 }
 
+static double median5(double t[5])
+{
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (t[j] < t[i]) {
+                double x = t[i];
+                t[i] = t[j];
+                t[j] = x;
+            }
+    return t[2];
+}
+
 /* Runs fn(arg) for `work` units, best median of 5 timings, in ns per unit. */
 typedef void (*runner)(const void *ctx, long reps);
 static double time_per(runner run, const void *ctx, long reps, long units)
@@ -154,14 +198,17 @@ static double time_per(runner run, const void *ctx, long reps, long units)
         run(ctx, reps);
         t[k] = (now_ns() - t0) / (double)units;
     }
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 5; j++)
-            if (t[j] < t[i]) {
-                double x = t[i];
-                t[i] = t[j];
-                t[j] = x;
-            }
-    return t[2];
+    return median5(t);
+}
+
+/* ns per malloc in the batches' malloc loops, median of 5 after a warming run. */
+static double mallocs_per(const struct sc_case *c, long rounds)
+{
+    double t[5];
+    c->mallocs(rounds / 10 + 1);
+    for (int k = 0; k < 5; k++)
+        t[k] = c->mallocs(rounds) / (double)(rounds * BATCH);
+    return median5(t);
 }
 
 struct ctx { const struct allocator *a; size_t size; const struct sc_case *c; };
@@ -184,6 +231,8 @@ static void cmd_time(int argc, char **argv)
         long it = pair_iters(c.size), r = batch_rounds(c.size);
         printf("time\t%s\t%zu\tpair\t%.2f\n", name, c.size, time_per(run_sc_pair, &c, it, it));
         printf("time\t%s\t%zu\tbatch\t%.2f\n", name, c.size, time_per(run_sc_batch, &c, r, r * BATCH));
+        if (c.size <= 256)
+            printf("time\t%s\t%zu\tmalloc\t%.2f\n", name, c.size, mallocs_per(&sc_cases[i], r));
     }
     for (int k = 0; k < argc; k++) {
         struct allocator a;
@@ -226,6 +275,16 @@ static void cmd_instr(const char *alloc)
             sc_cases[i].batch(2);
             CALLGRIND_ZERO_STATS;
             sc_cases[i].batch(ROUNDS);
+            snprintf(label, sizeof label, "%s %zu batch %d", alloc, n, ROUNDS * BATCH);
+            CALLGRIND_DUMP_STATS_AT(label);
+            if (n > 256)
+                continue;
+            sc_cases[i].mallocs(2);
+            CALLGRIND_ZERO_STATS;
+            sc_cases[i].mallocs(ROUNDS);
+            snprintf(label, sizeof label, "%s %zu malloc %d", alloc, n, ROUNDS * BATCH);
+            CALLGRIND_DUMP_STATS_AT(label);
+            continue;
         } else {
             peer_pair(&a, n, PAIRS / 10);
             CALLGRIND_ZERO_STATS;

@@ -81,6 +81,7 @@ enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int log_level_parse(const char *s);
 int access_log_open(const char *path);
+bool access_log_enabled(void);
 void access_log_write(const char *line, size_t len);
 
 /* ---- memory hooks (mem.c) ---- */
@@ -230,6 +231,7 @@ struct stream {
     size_t outb_off;
     int file_fd;                          /* static file body source, or -1 */
     struct open_file *file;               /* the cache entry file_fd belongs to (routes.c) */
+    const char *file_mem;                 /* the entry's copy of a small file, read instead of file_fd */
     int64_t file_off, file_left;
     ev_timer sleep;
     int status;

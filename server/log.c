@@ -63,6 +63,8 @@ int access_log_open(const char *path)
     return 0;
 }
 
+bool access_log_enabled(void) { return atomic_load_explicit(&access_fd, memory_order_relaxed) >= 0; }
+
 void access_log_write(const char *line, size_t len)
 {
     int fd = atomic_load_explicit(&access_fd, memory_order_relaxed);

@@ -54,7 +54,11 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     p += 9;
     if (pad > 0)
         *p++ = (char)(pad - 1);
-    if (s->file_fd >= 0) {
+    if (s->file_mem) {
+        memcpy(p, s->file_mem + s->file_off, length);
+        s->file_off += (int64_t)length;
+        s->file_left -= (int64_t)length;
+    } else if (s->file_fd >= 0) {
         size_t done = 0;
         while (done < length) {
             ssize_t n = pread(s->file_fd, p + done, length - done, s->file_off);
@@ -250,7 +254,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     s->closed = true;
     if (s->headers_done && c->open_streams && --c->open_streams == 0)
         c->idle_since = ev_now(c->w->loop);
-    if (s->status) {
+    if (s->status && access_log_enabled()) {
         char line[1400], when[32];
         time_t now = time(NULL);
         struct tm tm;

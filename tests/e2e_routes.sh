@@ -20,6 +20,18 @@ code=$(c2 -o /dev/null -w '%{http_code}' -H "If-Modified-Since: $lm" "$H/sub/sty
 code=$(c2 -o /dev/null -w '%{http_code}' -H "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT" "$H/sub/style.css"); [ "$code" = 200 ]; check if_modified_since_old_200 $? "code $code"
 body=$(c2 "$H/sub/"); [ "$(c2 -o /dev/null -w '%{http_code}' "$H/sub/")" = 404 ]; check dir_without_index_404 $? "dir without index"
 mkdir -p "$TMP/www/docs"; printf 'docs\n' > "$TMP/www/docs/index.html"
+# Small files are served from a copy the worker keeps for a second: a rewrite shows after
+# that, with a content-length that matches the new body.
+printf 'first version\n' > "$TMP/www/small.txt"
+body=$(c2 "$H/small.txt"); [ "$body" = "first version" ]; check small_file_cached $? "got '$body'"
+printf 'second, longer version\n' > "$TMP/www/small.txt"; sleep 1.2
+out=$(c2 -i "$H/small.txt" | tr -d '\r'); echo "$out" | grep -qi '^content-length: 23$' && [ "$(echo "$out" | tail -1)" = "second, longer version" ]
+check small_file_rewritten_seen $? "$out"
+for n in 16384 16385; do
+  head -c $n /dev/urandom > "$TMP/www/r$n.bin"
+  c2 -o "$TMP/r$n.out" "$H/r$n.bin" && c2 -o "$TMP/r$n.again" "$H/r$n.bin"; cmp -s "$TMP/www/r$n.bin" "$TMP/r$n.out" && cmp -s "$TMP/www/r$n.bin" "$TMP/r$n.again"
+  check "file_of_${n}_bytes_identical" $? "$(ls -l "$TMP/r$n.out" "$TMP/r$n.again" 2>&1 | tr '\n' ' ')"
+done
 body=$(c2 "$H/docs/"); [ "$body" = docs ]; check dir_index_html $? "got '$body'"
 
 for path in "/../outside/secret.txt" "/%2e%2e/outside/secret.txt" "/sub/%2E%2E/%2e%2e/outside/secret.txt" \

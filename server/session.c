@@ -21,6 +21,7 @@
 #include "scalloc.h"
 
 #define OUT_HIGH (64u << 10)
+#define BIG_FRAME (8u << 10)
 
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *options;
@@ -47,7 +48,12 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     if (out_pending(c) >= OUT_HIGH)
         return NGHTTP2_ERR_WOULDBLOCK;
     size_t pad = frame->data.padlen;
-    if (buf_reserve(&c->out, 9 + length + pad))
+    /* A large body fills the buffer up to OUT_HIGH before each write: take that room at
+     * once rather than growing (and copying) the buffer frame by frame. */
+    size_t room = 9 + length + pad;
+    if (c->out.cap == 0 && length >= BIG_FRAME)
+        room += OUT_HIGH;
+    if (buf_reserve(&c->out, room))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     char *p = c->out.data + c->out.len;
     memcpy(p, framehd, 9);

@@ -5,14 +5,17 @@
  * Unlike Go, where the garbage collector sweeps, frees here are explicit; a span stays
  * with the thread that carved it, so a thread freeing its own objects always takes the
  * fast path however many spans they spread over.  When the current span runs dry,
- * refill looks, in order, at its local frees, its remote frees, a few of the thread's
- * other spans (oldest first, rotating full ones to the back), a central span abandoned
- * by an exited thread, and finally fresh pages.  Empty spans go back to the page heap
- * when refill meets them or when the cache is trimmed (sc_scavenge asks every cache).
- * The cache itself is static TLS, so the fast path reaches it with one segment-relative
- * load and needs no initialisation check: an unused slot points at an empty span. */
+ * refill looks, in order, at its remote frees, a few of the thread's other spans
+ * (oldest first, rotating full ones to the back), a central span abandoned by an
+ * exited thread, and finally fresh pages.  Empty spans go back to the page heap when
+ * refill meets them or when the cache is trimmed (sc_scavenge asks every cache).
+ * The cache also keeps the thread's last few freed large objects (SC_LARGE_CACHE), given
+ * back on trim and at exit.  The cache itself is static TLS, so the fast path reaches it
+ * with one segment-relative load and needs no initialisation check: an unused slot
+ * points at an empty span. */
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -27,6 +30,7 @@ _Atomic uint64_t sc_remote_collected[SC_NSPANCLASS];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static sc_cache *registry;
 static uint64_t exited_nremote[SC_NSPANCLASS];
+static struct sc_large_counts exited_large;
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static _Atomic unsigned trim_epoch;
@@ -58,8 +62,54 @@ static void others_remove(sc_cache *c, unsigned sc, sc_span *s)
     s->next = s->prev = NULL;
 }
 
+/* The oldest cached large span goes back to the page heap. */
+static void large_release_oldest(sc_cache *c)
+{
+    sc_span *s = c->large[0];
+    c->nlarge--;
+    for (unsigned i = 0; i < c->nlarge; i++)
+        c->large[i] = c->large[i + 1];
+    sc_heap_free(s);
+}
+
+void *sc_cache_large_get(size_t npages)
+{
+    sc_cache *c = &sc_tls;
+    for (unsigned i = c->nlarge; i-- > 0;) {
+        sc_span *s = c->large[i];
+        if (s->npages != npages)
+            continue;
+        c->nlarge--;
+        for (unsigned j = i; j < c->nlarge; j++)
+            c->large[j] = c->large[j + 1];
+        s->cached = 0;
+        sc_count(&c->large_counts.mallocs);
+        sc_count_n(&c->large_counts.alloc_bytes, npages << SC_PAGE_SHIFT);
+        return (void *)s->base;
+    }
+    return NULL;
+}
+
+bool sc_cache_large_put(sc_span *s)
+{
+    sc_cache *c = &sc_tls;
+    if (s->stack || s->npages > SC_LARGE_CACHE_PAGES || SC_UNLIKELY(sc_heap.valgrind))
+        return false;
+    if (SC_UNLIKELY(!c->registered))
+        sc_cache_register(c);
+    if (c->nlarge == SC_LARGE_CACHE)
+        large_release_oldest(c);
+    s->cached = 1;
+    c->large[c->nlarge++] = s;
+    sc_count(&c->large_counts.frees);
+    sc_count_n(&c->large_counts.free_bytes, (uint64_t)s->npages << SC_PAGE_SHIFT);
+    return true;
+}
+
 static void cache_flush(sc_cache *c)
 {
+    while (c->nlarge)
+        large_release_oldest(c);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
         if (c->cur[sc] != &sc_empty_span)
             sc_central_abandon(c->cur[sc]);
@@ -81,6 +131,11 @@ static void thread_exit(void *arg)
         exited_nremote[sc] += c->nremote[sc];
         __atomic_store_n(&c->nremote[sc], 0, __ATOMIC_RELAXED);
     }
+    exited_large.mallocs += c->large_counts.mallocs;
+    exited_large.frees += c->large_counts.frees;
+    exited_large.alloc_bytes += c->large_counts.alloc_bytes;
+    exited_large.free_bytes += c->large_counts.free_bytes;
+    memset(&c->large_counts, 0, sizeof c->large_counts);
     if (c->reg_prev)
         c->reg_prev->reg_next = c->reg_next;
     else
@@ -142,6 +197,8 @@ static sc_span *fresh_span(unsigned sc)
 
 void sc_cache_trim(sc_cache *c)
 {
+    while (c->nlarge)
+        large_release_oldest(c);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
         size_t n = 0;
         if (c->others[sc])
@@ -236,13 +293,19 @@ void sc_trim_all_caches(void)
     }
 }
 
-void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS])
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large)
 {
     pthread_mutex_lock(&registry_lock);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] = exited_nremote[sc];
-    for (sc_cache *c = registry; c; c = c->reg_next)
+    *large = exited_large;
+    for (sc_cache *c = registry; c; c = c->reg_next) {
         for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
             nremote[sc] += __atomic_load_n(&c->nremote[sc], __ATOMIC_RELAXED);
+        large->mallocs += __atomic_load_n(&c->large_counts.mallocs, __ATOMIC_RELAXED);
+        large->frees += __atomic_load_n(&c->large_counts.frees, __ATOMIC_RELAXED);
+        large->alloc_bytes += __atomic_load_n(&c->large_counts.alloc_bytes, __ATOMIC_RELAXED);
+        large->free_bytes += __atomic_load_n(&c->large_counts.free_bytes, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&registry_lock);
 }

@@ -73,6 +73,7 @@ struct sc_span {
     uint8_t state;
     uint8_t stack;
     uint8_t in_full;           /* central: on the full list rather than the partial one */
+    uint8_t cached;            /* a freed large object kept in a thread's cache */
     /* Cold (the struct is 120 bytes: it is a cost per span, so per object). */
     uintptr_t bump;            /* objects from here to end were never handed out */
     _Atomic uintptr_t thread_free;
@@ -81,12 +82,25 @@ struct sc_span {
     bool needzero;             /* the pages may hold data (else never-used objects are zero) */
 };
 
+/* Freed objects above 32 KiB that a thread keeps for its next allocation of the same
+ * page count, so that an object freed and allocated again in a loop - a connection's
+ * output buffer for a large body - skips the page heap's lock. */
+#define SC_LARGE_CACHE 4
+#define SC_LARGE_CACHE_PAGES 32    /* objects of up to 256 KiB */
+
+struct sc_large_counts {
+    uint64_t mallocs, frees, alloc_bytes, free_bytes;   /* served by the thread's cache */
+};
+
 typedef struct sc_cache sc_cache;
 struct sc_cache {
     sc_span *cur[SC_NSPANCLASS];
     /* Frees this thread pushed onto other threads' spans, by span class. */
     uint64_t nremote[SC_NSPANCLASS];
     sc_span *others[SC_NSPANCLASS];   /* owned, not current; circular, head first */
+    sc_span *large[SC_LARGE_CACHE];   /* cached large spans, oldest first */
+    unsigned nlarge;
+    struct sc_large_counts large_counts;
     sc_cache *reg_next, *reg_prev;
     unsigned trim_epoch;
     bool registered;
@@ -238,7 +252,9 @@ bool sc_central_free(sc_span *s, void *p) SC_HIDDEN;
 void *sc_cache_refill(size_t spanclass, bool *zeroed) SC_HIDDEN __attribute__((cold));
 void sc_cache_trim(sc_cache *c) SC_HIDDEN;
 void sc_cache_register(sc_cache *c) SC_HIDDEN;
-void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS]) SC_HIDDEN;
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large) SC_HIDDEN;
+void *sc_cache_large_get(size_t npages) SC_HIDDEN;
+bool sc_cache_large_put(sc_span *s) SC_HIDDEN;
 void sc_trim_all_caches(void) SC_HIDDEN;
 /* malloc.c */
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;

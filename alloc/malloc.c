@@ -64,6 +64,11 @@ static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool sta
         return NULL;
     }
     size_t npages = (n + SC_PAGE_SIZE - 1) >> SC_PAGE_SHIFT;
+    if (!zero && !stack) {
+        void *p = sc_cache_large_get(npages);
+        if (p)
+            return p;
+    }
     sc_span *s = sc_heap_alloc(npages ? npages : 1, zero, stack, true);
     if (!s) {
         errno = ENOMEM;
@@ -87,9 +92,12 @@ static void free_large(sc_span *s, void *p)
 {
     if ((uintptr_t)p != s->base)
         sc_fatal("invalid free of %p: inside the %u-page object at %p", p, s->npages, (void *)s->base);
+    if (s->cached)
+        sc_fatal("double free of %p", p);
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_freelike(p);
-    sc_heap_free(s);
+    if (!sc_cache_large_put(s))
+        sc_heap_free(s);
 }
 
 static void free_remote(sc_cache *c, sc_span *s, void *p)

@@ -269,10 +269,12 @@ void sc_heap_free(sc_span *s)
         sc_heap.stack_pages -= n;
     else
         sc_heap.inuse_pages -= n;
-    if (s->state == SC_SPAN_LARGE && !s->stack) {
+    /* A cached span's free was counted by the thread that cached it. */
+    if (s->state == SC_SPAN_LARGE && !s->stack && !s->cached) {
         sc_heap.large_alloc_bytes -= (size_t)n << SC_PAGE_SHIFT;
         sc_heap.large_frees++;
     }
+    s->cached = 0;
     if (s->state == SC_SPAN_SMALL) {
         sc_heap.gone_nalloc[s->spanclass] += s->nalloc;
         sc_heap.gone_nfreed[s->spanclass] += s->nfreed;

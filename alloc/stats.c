@@ -11,13 +11,14 @@
 void sc_read_stats(struct sc_stats *out)
 {
     static uint64_t nalloc[SC_NSPANCLASS], nfreed[SC_NSPANCLASS], nremote[SC_NSPANCLASS];
+    struct sc_large_counts cached;
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     sc_heap_init();
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&lock);
     /* Remote frees before the spans: one collected in between then counts once in
      * nfreed and not yet as pending, rather than twice. */
-    sc_cache_sum(nremote);
+    sc_cache_sum(nremote, &cached);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] -= atomic_load_explicit(&sc_remote_collected[sc], memory_order_relaxed);
     sc_heap_sum_counts(nalloc, nfreed);
@@ -35,12 +36,13 @@ void sc_read_stats(struct sc_stats *out)
     }
     pthread_mutex_unlock(&lock);
     pthread_mutex_lock(&sc_heap.lock);
-    out->by_class[0].mallocs = sc_heap.large_mallocs;
-    out->by_class[0].frees = sc_heap.large_frees;
-    out->mallocs += sc_heap.large_mallocs;
-    out->frees += sc_heap.large_frees;
-    out->large_alloc = sc_heap.large_alloc_bytes;
-    out->heap_alloc += sc_heap.large_alloc_bytes;
+    /* Large objects: the page heap's counts, and those the threads' caches served. */
+    out->by_class[0].mallocs = sc_heap.large_mallocs + cached.mallocs;
+    out->by_class[0].frees = sc_heap.large_frees + cached.frees;
+    out->mallocs += out->by_class[0].mallocs;
+    out->frees += out->by_class[0].frees;
+    out->large_alloc = sc_heap.large_alloc_bytes + cached.alloc_bytes - cached.free_bytes;
+    out->heap_alloc += out->large_alloc;
     out->heap_inuse = (uint64_t)sc_heap.inuse_pages << SC_PAGE_SHIFT;
     out->stack_inuse = (uint64_t)sc_heap.stack_pages << SC_PAGE_SHIFT;
     out->heap_idle = (uint64_t)sc_heap.idle_pages << SC_PAGE_SHIFT;

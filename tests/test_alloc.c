@@ -396,6 +396,31 @@ static void stats_track_objects(void)
     CHECK(c.heap_alloc == a.heap_alloc && c.frees - a.frees == 3);
 }
 
+/* A freed large object is reused by the thread's next allocation of its size, counted
+ * as freed meanwhile, and given back to the page heap by a scavenge. */
+static void large_objects_cached(void)
+{
+    struct sc_stats a, b, c;
+    sc_scavenge();
+    sc_read_stats(&a);
+    void *p = sc_malloc(65536);
+    sc_free(p);
+    void *q = sc_malloc(65536);
+    CHECK(q == p);
+    void *r = sc_malloc(200000);
+    sc_free(q);
+    sc_read_stats(&b);
+    CHECK(b.by_class[0].mallocs - a.by_class[0].mallocs == 3 && b.by_class[0].frees - a.by_class[0].frees == 2);
+    CHECK(b.large_alloc - a.large_alloc == 204800 && b.heap_alloc - a.heap_alloc == 204800);
+    sc_free(r);
+    sc_scavenge();
+    sc_read_stats(&c);
+    CHECK(c.large_alloc == a.large_alloc && c.heap_alloc == a.heap_alloc);
+    CHECK(c.mallocs - a.mallocs == 3 && c.frees - a.frees == 3);
+    CHECKF(c.heap_inuse == a.heap_inuse, "heap_inuse %llu -> %llu: cached objects not given back",
+           (unsigned long long)a.heap_inuse, (unsigned long long)c.heap_inuse);
+}
+
 static void growth_policy_matches_go(void)
 {
     /* Go: append to []byte of cap 1024 -> 1536 (1472 rounded to class 1536);
@@ -472,7 +497,15 @@ static void do_foreign_free(void)
 }
 static void do_double_free_large(void)
 {
-    void *p = sc_malloc(100000);
+    void *p = sc_malloc(100000);       /* kept in the thread's cache once freed */
+    announce("double free", p);
+    sc_free(p);
+    sc_free(p);
+}
+
+static void do_double_free_huge(void)
+{
+    void *p = sc_malloc(300000);       /* above the cache's limit: back to the page heap */
     announce("invalid free", p);
     sc_free(p);
     sc_free(p);
@@ -481,7 +514,7 @@ static void do_double_free_large(void)
 static void bad_frees_abort_in_child(void)
 {
     void (*cases[])(void) = { do_double_free_small, do_double_free_after_others, do_interior_free,
-                              do_never_returned_free, do_foreign_free, do_double_free_large };
+                              do_never_returned_free, do_foreign_free, do_double_free_large, do_double_free_huge };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
         CHECKF(child_aborts_as_announced(cases[i]), "case %u did not abort naming the address: %s", i, child_output);
 }
@@ -498,6 +531,7 @@ int main(void)
     RUN(cross_thread_frees);
     RUN(thread_exit_hands_spans_over);
     RUN(stats_track_objects);
+    RUN(large_objects_cached);
     RUN(growth_policy_matches_go);
     RUN(bad_frees_abort_in_child);
     RUN(scavenge_returns_memory);

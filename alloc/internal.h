@@ -73,13 +73,13 @@ struct sc_span {
     uint8_t state;
     uint8_t stack;
     uint8_t in_full;           /* central: on the full list rather than the partial one */
-    uint8_t cached;            /* a freed large object kept in a thread's cache */
-    /* Cold (the struct is 120 bytes: it is a cost per span, so per object). */
+    /* Cold (the struct is 120 bytes, a cost per span and so per object: keep it so). */
     uintptr_t bump;            /* objects from here to end were never handed out */
     _Atomic uintptr_t thread_free;
     sc_span *next, *prev;
     uint32_t elemsize;
     bool needzero;             /* the pages may hold data (else never-used objects are zero) */
+    uint8_t cached;            /* a freed large object kept in a thread's cache */
 };
 
 /* Freed objects above 32 KiB that a thread keeps for its next allocation of the same

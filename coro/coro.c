@@ -7,6 +7,8 @@
  * page is PROT_NONE and the stack, once protected, is kept in a per-thread cache so the
  * mprotect calls are paid once per stack rather than once per coroutine.
  *
+ * resume and yield are inline in coro.h; coro_resume_call and coro_yield_call here are
+ * the same protocol for the builds that cannot inline the switch (ASan, ucontext).
  * Sanitizers are told about every switch (ASan's fiber API), and valgrind about every
  * stack, so neither reports the stack changes as errors. */
 #define _GNU_SOURCE

@@ -6,7 +6,7 @@
  *   page of a SMALL or LARGE span, and of the first and last page of a FREE run.
  * - A SMALL span is owned by exactly one thread (owner = that thread's id) or by none,
  *   and then sits in a central list with thread_free == SC_TF_ABANDONED.  Only the owner
- *   touches free and used of an owned span; other threads push onto
+ *   touches free, nalloc and nfreed of an owned span; other threads push onto
  *   thread_free with a CAS.  Unowned spans are changed under their central lock.
  * - Free-list links are stored in the first word of a free object, XORed with a
  *   process-wide random key, and every list ends with span->end (one past the last
@@ -57,7 +57,7 @@ enum sc_span_state { SC_SPAN_FREE, SC_SPAN_SMALL, SC_SPAN_LARGE };
 
 typedef struct sc_span sc_span;
 struct sc_span {
-    /* First cache line: what the fast paths read. */
+    /* What the fast paths read comes first. */
     void *free;
     uintptr_t end;
     _Atomic uintptr_t owner;

@@ -342,9 +342,10 @@ static void release(coro *c)
 }
 
 /* Protocol: the coroutine side hands its yielded or returned value over through the
- * resumer's io slot and puts the resumer back as the running coroutine before it switches out, so
- * coro_resume has nothing to do afterwards but see whether the coroutine finished: the
- * switch back carries the coroutine itself when it did, NULL when it yielded. */
+ * resumer's io slot and makes the resumer the running coroutine again before it
+ * switches out, so coro_resume has nothing to do afterwards but see whether the
+ * coroutine finished: the switch back carries the coroutine itself when it did, NULL
+ * when it yielded. */
 void coro_main(coro *c, void *value)
 {
 #if CORO_ASAN

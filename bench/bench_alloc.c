@@ -7,6 +7,8 @@
  *   bench_alloc rss               bytes of RSS per live object, 1,000,000 objects of 24
  *                                 and 100 bytes, each allocator in a fresh child process
  *   bench_alloc growth            seed 001's growth experiment
+ *   bench_alloc stats             us per sc_read_stats with 10^6 live 24 B objects and with
+ *                                 10^5 of 1 KiB (it walks every span)
  *
  * "sc" calls sc_malloc with a compile-time constant size, so a build with
  * SIZE_SPECIALIZED=1 takes the size-specialized entry points and one with 0 the generic
@@ -36,6 +38,7 @@
 #endif
 
 #define BATCH 1000
+#define SC_PAGE_SHIFT_BENCH 13   /* 8 KiB pages: heap_inuse in pages */
 #define SIZES(X) X(8) X(16) X(24) X(32) X(48) X(64) X(80) X(88) X(96) X(112) X(128) X(144) X(192) X(256) \
     X(1024) X(4096) X(16384) X(32768) X(65536) X(262144)
 
@@ -411,10 +414,35 @@ static void cmd_growth(long step)
     }
 }
 
+static void cmd_stats(void)
+{
+    static const struct { long count; size_t size; } cases[] = { { 1000000, 24 }, { 100000, 1024 } };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        void **ps = malloc((size_t)cases[k].count * sizeof *ps);
+        if (!ps)
+            return;
+        for (long i = 0; i < cases[k].count; i++)
+            ps[i] = sc_malloc_generic(cases[k].size);
+        struct sc_stats st;
+        double t[5];
+        for (int r = 0; r < 5; r++) {
+            double t0 = now_ns();
+            sc_read_stats(&st);
+            t[r] = (now_ns() - t0) / 1000;
+        }
+        printf("stats\t%ld\t%zu\t%llu\t%.1f\n", cases[k].count, cases[k].size,
+               (unsigned long long)(st.heap_inuse >> SC_PAGE_SHIFT_BENCH), median5(t));
+        for (long i = 0; i < cases[k].count; i++)
+            sc_free(ps[i]);
+        free(ps);
+        sc_scavenge();       /* the next case walks only its own spans */
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_alloc time [ALLOC...] | instr ALLOC | rss [ALLOC...] | growth [STEP]\n");
+        fprintf(stderr, "usage: bench_alloc time [ALLOC...] | instr ALLOC | rss [ALLOC...] | growth [STEP] | stats\n");
         return 2;
     }
     if (!strcmp(argv[1], "time"))
@@ -425,6 +453,8 @@ int main(int argc, char **argv)
         cmd_rss(argc - 2, argv + 2);
     else if (!strcmp(argv[1], "growth"))
         cmd_growth(argc > 2 ? atol(argv[2]) : 10001);
+    else if (!strcmp(argv[1], "stats"))
+        cmd_stats();
     else
         return 2;
     return 0;

@@ -152,6 +152,16 @@ static int set_listen(struct config *c, const char *value, char *err, size_t err
 
 #define VALUE_ERR(what) fail(err, errlen, "%s: " what, key, value)
 
+/* 1..max, or "auto" as 0 (the caller decides what auto means). */
+static int parse_count_or_auto(const char *value, unsigned long long max, unsigned long long *n)
+{
+    if (!strcmp(value, "auto")) {
+        *n = 0;
+        return 0;
+    }
+    return parse_uint(value, max, n) || *n == 0 ? -1 : 0;
+}
+
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
 {
     unsigned long long n;
@@ -159,9 +169,7 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
     if (!strcmp(key, "listen"))
         return set_listen(c, value, err, errlen);
     if (!strcmp(key, "workers")) {
-        if (!strcmp(value, "auto"))
-            return c->workers = 0, CONFIG_OK;
-        if (parse_uint(value, 1024, &n) || n == 0)
+        if (parse_count_or_auto(value, 1024, &n))
             return VALUE_ERR("'%s' is not a worker count (1..1024 or auto)");
         return c->workers = (int)n, CONFIG_OK;
     }
@@ -204,9 +212,7 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
             return *durations[i].dst = d, CONFIG_OK;
         }
     if (!strcmp(key, "max_conns")) {
-        if (!strcmp(value, "auto"))
-            return c->max_conns = 0, CONFIG_OK;
-        if (parse_uint(value, 10000000, &n) || n == 0)
+        if (parse_count_or_auto(value, 10000000, &n))
             return VALUE_ERR("'%s' is not a connection count (or auto)");
         return c->max_conns = (long)n, CONFIG_OK;
     }

@@ -41,20 +41,10 @@ static void values_in_and_out(void)
 
 /* Two coroutines bouncing a counter through their resumer. */
 static int ping_count, pong_count;
-static void *ping(void *arg)
+static void *bounce(void *count)
 {
-    (void)arg;
     for (int i = 0; i < 100000; i++) {
-        ping_count++;
-        coro_yield(NULL);
-    }
-    return NULL;
-}
-static void *pong(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < 100000; i++) {
-        pong_count++;
+        ++*(int *)count;
         coro_yield(NULL);
     }
     return NULL;
@@ -62,7 +52,7 @@ static void *pong(void *arg)
 
 static void ping_pong(void)
 {
-    coro *a = coro_create(ping, NULL, 0), *b = coro_create(pong, NULL, 0);
+    coro *a = coro_create(bounce, &ping_count, 0), *b = coro_create(bounce, &pong_count, 0);
     bool alive_a = true, alive_b = true;
     while (alive_a || alive_b) {
         if (alive_a) alive_a = coro_resume(a, NULL);

@@ -32,6 +32,7 @@ void config_defaults(struct config *c)
     c->preface_timeout = 10;
     c->idle_timeout = 300;
     c->write_timeout = 30;
+    c->body_timeout = 30;
     c->shutdown_timeout = 10;
     c->scavenge_interval = 5;
     c->max_conns = 0;
@@ -202,7 +203,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
     }
     struct { const char *name; double *dst; } durations[] = {
         { "preface_timeout", &c->preface_timeout }, { "idle_timeout", &c->idle_timeout },
-        { "write_timeout", &c->write_timeout }, { "shutdown_timeout", &c->shutdown_timeout },
+        { "write_timeout", &c->write_timeout }, { "body_timeout", &c->body_timeout },
+        { "shutdown_timeout", &c->shutdown_timeout },
         { "scavenge_interval", &c->scavenge_interval },
     };
     for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++)
@@ -215,6 +217,11 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
         if (parse_count_or_auto(value, 10000000, &n))
             return VALUE_ERR("'%s' is not a connection count (or auto)");
         return c->max_conns = (long)n, CONFIG_OK;
+    }
+    if (!strcmp(key, "max_handlers")) {
+        if (parse_count_or_auto(value, 10000000, &n))
+            return VALUE_ERR("'%s' is not a handler count (or auto)");
+        return c->max_handlers = (long)n, CONFIG_OK;
     }
     struct { const char *name; uint32_t *dst; unsigned long long lo, hi; } ints[] = {
         { "max_concurrent_streams", &c->max_concurrent_streams, 1, 1u << 31 },
@@ -353,6 +360,15 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
 }
 
 /* Derived values that depend on the machine. */
+static long worker_count(const struct config *c)
+{
+    long n = c->workers > 0 ? c->workers : sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+/* auto: the open-file limit less what else may be open at once - 64 for listeners,
+ * logs, the event loop and the like, and each worker's open-file cache - so a file
+ * request at max_conns still gets a descriptor. */
 long config_max_conns(const struct config *c)
 {
     if (c->max_conns)
@@ -360,5 +376,32 @@ long config_max_conns(const struct config *c)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
         return 100000;
-    return rl.rlim_cur > 128 ? (long)rl.rlim_cur - 64 : 64;
+    long spare = 64 + OPEN_FILE_SLOTS * worker_count(c);
+    return (long)rl.rlim_cur > spare + 64 ? (long)rl.rlim_cur - spare : 64;
+}
+
+/* The most one handler can hold: its stack, its request headers, the request body it
+ * has not read (the stream window: body is acknowledged only as it is read), and the
+ * response it got ahead of the peer by (STREAM_OUTPUT_MAX), with the stream itself. */
+size_t config_handler_worst_bytes(const struct config *c)
+{
+    return c->coro_stack_size + c->max_header_list_size + c->initial_window_size + STREAM_OUTPUT_MAX + 1024;
+}
+
+/* auto: handlers of every worker together may pin at most a quarter of physical memory. */
+long config_max_handlers(const struct config *c)
+{
+    if (c->max_handlers)
+        return c->max_handlers;
+    static long cached;
+    static size_t cached_for;
+    size_t worst = config_handler_worst_bytes(c);
+    if (cached_for != worst) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        double mem = pages > 0 && page > 0 ? (double)pages * (double)page : 1e9;
+        long n = (long)(mem / 4 / (double)worst / (double)worker_count(c));
+        cached = n > 16 ? n : 16;
+        cached_for = worst;
+    }
+    return cached;
 }

@@ -18,7 +18,7 @@
 #include "h2park.h"
 #include "scalloc.h"
 
-enum { TIMEOUT_NONE, TIMEOUT_PREFACE, TIMEOUT_IDLE, TIMEOUT_WRITE, TIMEOUT_FORCE };
+enum { TIMEOUT_NONE, TIMEOUT_PREFACE, TIMEOUT_IDLE, TIMEOUT_WRITE, TIMEOUT_STALLED, TIMEOUT_FORCE };
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -94,7 +94,7 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
     c->fd = fd;
     c->tls = tls;
     c->proto = tls ? PROTO_H2 : PROTO_DETECT;
-    c->accepted_at = c->idle_since = ev_now(w->loop);
+    c->accepted_at = c->idle_since = c->last_io = ev_now(w->loop);
     char host[INET6_ADDRSTRLEN] = "?";
     unsigned port = 0;
     if (sa->sa_family == AF_INET && salen >= sizeof(struct sockaddr_in)) {
@@ -147,8 +147,10 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
     if (c->ssl) {
         ERR_clear_error();
         int n = SSL_read(c->ssl, buf, (int)len);
-        if (n > 0)
+        if (n > 0) {
+            c->last_io = ev_now(c->w->loop);
             return n;
+        }
         int e = SSL_get_error(c->ssl, n);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
             return 0;
@@ -157,8 +159,10 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
     }
     for (;;) {
         ssize_t n = read(c->fd, buf, len);
-        if (n > 0)
+        if (n > 0) {
+            c->last_io = ev_now(c->w->loop);
             return n;
+        }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -197,6 +201,7 @@ int conn_flush(struct conn *c)
         }
         c->out_off += (size_t)n;
         c->write_blocked_since = 0;
+        c->last_io = ev_now(c->w->loop);
     }
     buf_free(&c->out);
     c->out_off = 0;
@@ -238,13 +243,19 @@ void conn_close(struct conn *c)
         stream_release_if_done(s);
     }
     c->runnable = c->runnable_tail = NULL;
+    worker_forget_ready(w, c);
     if (c->h2)
         nghttp2_session_del(c->h2);
-    if (c->ssl)
+    /* Closing on our own words (GOAWAY, an error response) to a peer that may still be
+     * sending: linger, or a reset could destroy those words before the peer reads them. */
+    bool linger = c->closing && !c->peer_eof;
+    if (c->ssl) {
+        if (linger && c->handshake_done)
+            SSL_shutdown(c->ssl);      /* close_notify, best effort */
         SSL_free(c->ssl);
+    }
     ev_io_stop(w->loop, &c->io);
     ev_timer_stop(w->loop, &c->timer);
-    close(c->fd);
     buf_free(&c->out);
     buf_free(&c->in);
     if (c->prev)
@@ -254,8 +265,14 @@ void conn_close(struct conn *c)
     if (c->next)
         c->next->prev = c->prev;
     counter_add(&w->n.conns, -1);
+    int fd = c->fd;
     sc_free(c);
-    worker_conn_closed(w);
+    if (linger) {
+        linger_close(w, fd);
+    } else {
+        close(fd);
+        worker_conn_closed(w);
+    }
 }
 
 void conn_request_goaway(struct conn *c)
@@ -268,6 +285,13 @@ void conn_force_close(struct conn *c)
 {
     c->timed_out = TIMEOUT_FORCE;
     conn_wake(c);
+}
+
+/* A stream's deadline passed and the whole connection has moved nothing for as long:
+ * the peer is gone in all but name. */
+void conn_abort_stalled(struct conn *c)
+{
+    c->timed_out = TIMEOUT_STALLED;
 }
 
 /* A GOAWAY with code, then close once it is written (at once if not HTTP/2 yet). */
@@ -295,6 +319,9 @@ bool conn_handle_timeout(struct conn *c)
     case TIMEOUT_WRITE:
         log_msg(LOG_DEBUG, "%s: peer stopped reading for %.0fs, closing", c->peer, cfg.write_timeout);
         return true;
+    case TIMEOUT_STALLED:
+        log_msg(LOG_DEBUG, "%s: no progress on any stream, GOAWAY", c->peer);
+        return goaway_then_close(c, NGHTTP2_NO_ERROR);
     case TIMEOUT_FORCE:
         return true;
     default:

@@ -119,6 +119,7 @@ static int upgrade(struct conn *c, const char *method, const char *target, const
         c->closing = true;
         return -1;
     }
+    c->max_client_stream = 1;
     struct stream *s = stream_new(c, 1);
     if (!s)
         return -1;
@@ -135,23 +136,59 @@ static int upgrade(struct conn *c, const char *method, const char *target, const
     struct buf in = c->in;
     c->in = (struct buf){ 0 };
     int rc = 0;
-    if (in.len > head_len) {
-        ssize_t rv = nghttp2_session_mem_recv(c->h2, (const uint8_t *)in.data + head_len, in.len - head_len);
-        if (rv < 0) {
-            nghttp2_session_terminate_session(c->h2, NGHTTP2_PROTOCOL_ERROR);
-            c->closing = true;
-            rc = -1;
-        }
-    }
+    if (in.len > head_len)
+        rc = conn_feed_h2(c, in.data + head_len, in.len - head_len);
     buf_free(&in);
     return rc;
+}
+
+/* A slice of the input: the head is parsed by length, never as a C string, so a NUL
+ * or a stray CR in it is just a byte that fails validation. */
+struct slice { const char *p; size_t n; };
+
+static bool slice_is(struct slice s, const char *lit)
+{
+    return s.n == strlen(lit) && !strncasecmp(s.p, lit, s.n);
+}
+
+static bool token_list_has_slice(struct slice list, const char *token)
+{
+    char copy[256];
+    if (list.n >= sizeof copy)
+        return false;
+    memcpy(copy, list.p, list.n);
+    copy[list.n] = 0;
+    return token_list_has(copy, token);
+}
+
+/* Only visible ASCII, spaces and tabs; no NUL, no CR or LF inside a line. */
+static bool clean_line(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+static bool next_word(const char **p, const char *end, struct slice *out)
+{
+    const char *s = *p, *e = memchr(s, ' ', (size_t)(end - s));
+    if (!e)
+        e = end;
+    if (e == s)
+        return false;
+    *out = (struct slice){ s, (size_t)(e - s) };
+    *p = e < end ? e + 1 : end;
+    return true;
 }
 
 int h1_handle(struct conn *c)
 {
     if (!looks_like_h1_start(c->in.data, c->in.len))
         return protocol_error(c);
-    char *end = memmem(c->in.data, c->in.len, "\r\n\r\n", 4);
+    const char *end = memmem(c->in.data, c->in.len, "\r\n\r\n", 4);
     if (!end) {
         if (c->in.len > MAX_H1_HEAD) {
             respond_and_close(c, "431 Request Header Fields Too Large", "");
@@ -160,44 +197,54 @@ int h1_handle(struct conn *c)
         return 1;
     }
     size_t head_len = (size_t)(end - c->in.data) + 4;
-    end[2] = 0;                          /* the head is now a string of CRLF lines */
-    char *line = c->in.data, *eol = strstr(line, "\r\n");
-    *eol = 0;
-    char method[16], target[2048], version[16];
-    if (sscanf(line, "%15s %2047s %15s", method, target, version) != 3 || strncmp(version, "HTTP/1.", 7)) {
+    const char *line = c->in.data, *stop = end + 2;    /* the head: CRLF-terminated lines */
+    const char *eol = memmem(line, (size_t)(stop - line), "\r\n", 2);
+    struct slice method, target, version;
+    const char *w = line;
+    if (!clean_line(line, (size_t)(eol - line)) || !next_word(&w, eol, &method) || !next_word(&w, eol, &target) ||
+        !next_word(&w, eol, &version) || w != eol || method.n > 15 || target.n > 2047 || version.n != 8 ||
+        strncmp(version.p, "HTTP/1.", 7)) {
         respond_and_close(c, "400 Bad Request", "");
         return -1;
     }
-    const char *upgrade_h = "", *connection = "", *settings = NULL, *host = "";
+    struct slice upgrade_h = { "", 0 }, connection = { "", 0 }, settings = { NULL, 0 }, host = { "", 0 };
     bool has_body = false;
-    for (char *p = eol + 2; *p;) {
-        char *next = strstr(p, "\r\n");
-        if (next)
-            *next = 0;
-        char *colon = strchr(p, ':');
-        if (colon) {
-            *colon = 0;
-            char *v = colon + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            if (!strcasecmp(p, "upgrade"))
-                upgrade_h = v;
-            else if (!strcasecmp(p, "connection"))
-                connection = v;
-            else if (!strcasecmp(p, "http2-settings"))
-                settings = v;
-            else if (!strcasecmp(p, "host"))
-                host = v;
-            else if ((!strcasecmp(p, "content-length") && strcmp(v, "0")) || !strcasecmp(p, "transfer-encoding"))
-                has_body = true;
+    for (const char *p = eol + 2; p < stop;) {
+        const char *next = memmem(p, (size_t)(stop - p), "\r\n", 2);
+        const char *colon = memchr(p, ':', (size_t)(next - p));
+        if (!clean_line(p, (size_t)(next - p)) || !colon || colon == p) {
+            respond_and_close(c, "400 Bad Request", "");
+            return -1;
         }
-        if (!next)
-            break;
+        struct slice name = { p, (size_t)(colon - p) };
+        const char *v = colon + 1, *ve = next;
+        while (v < ve && (*v == ' ' || *v == '\t'))
+            v++;
+        while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+            ve--;
+        struct slice value = { v, (size_t)(ve - v) };
+        if (slice_is(name, "upgrade"))
+            upgrade_h = value;
+        else if (slice_is(name, "connection"))
+            connection = value;
+        else if (slice_is(name, "http2-settings"))
+            settings = value;
+        else if (slice_is(name, "host"))
+            host = value;
+        else if ((slice_is(name, "content-length") && !slice_is(value, "0")) || slice_is(name, "transfer-encoding"))
+            has_body = true;
         p = next + 2;
     }
-    if (token_list_has(upgrade_h, "h2c") && settings && token_list_has(connection, "upgrade") &&
-        token_list_has(connection, "http2-settings") && !has_body && target[0] == '/')
-        return upgrade(c, method, target, host, settings, head_len);
+    if (token_list_has_slice(upgrade_h, "h2c") && settings.p && token_list_has_slice(connection, "upgrade") &&
+        token_list_has_slice(connection, "http2-settings") && !has_body && target.p[0] == '/' && host.n < 256 &&
+        settings.n < 1024) {
+        char m[16], t[2048], h[256], st[1024];
+        snprintf(m, sizeof m, "%.*s", (int)method.n, method.p);
+        snprintf(t, sizeof t, "%.*s", (int)target.n, target.p);
+        snprintf(h, sizeof h, "%.*s", (int)host.n, host.p);
+        snprintf(st, sizeof st, "%.*s", (int)settings.n, settings.p);
+        return upgrade(c, m, t, h, st, head_len);
+    }
     respond_and_close(c, "426 Upgrade Required", "Upgrade: h2c\r\n");
     return -1;
 }

@@ -23,11 +23,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "coro.h"
 
 #define H2PARK_VERSION "0.1.0"
 #define MAX_LISTEN 16
+#define OPEN_FILE_SLOTS 256           /* each worker's open-file cache (routes.c) */
+#define STREAM_OUTPUT_MAX (64u << 10) /* response bytes a handler may get ahead by (stream.c) */
 
 /* ---- configuration (config.c) ---- */
 struct listen_addr {
@@ -47,8 +50,9 @@ struct config {
     bool builtin_routes;
     char access_log[1024];
     int log_level;
-    double preface_timeout, idle_timeout, write_timeout, shutdown_timeout, scavenge_interval;
+    double preface_timeout, idle_timeout, write_timeout, body_timeout, shutdown_timeout, scavenge_interval;
     long max_conns;
+    long max_handlers;             /* per worker; 0 = auto (config_max_handlers) */
     uint32_t max_concurrent_streams;
     uint32_t max_header_list_size;
     uint32_t initial_window_size;
@@ -75,10 +79,16 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
 int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err, size_t errlen);
 /* max_conns, with auto resolved against the open-file limit. */
 long config_max_conns(const struct config *c);
+/* max_handlers, with auto resolved against the machine's memory. */
+long config_max_handlers(const struct config *c);
+/* What one handler coroutine can pin at most with these settings, in bytes. */
+size_t config_handler_worst_bytes(const struct config *c);
 
 /* ---- logging (log.c) ---- */
 enum { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* log_msg at most once a second per *last. */
+void log_rate_limited(int level, time_t *last, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int log_level_parse(const char *s);
 int access_log_open(const char *path);
 bool access_log_enabled(void);
@@ -121,9 +131,13 @@ struct worker {
     ev_timer accept_pause;
     ev_timer scavenge;
     ev_timer shutdown_deadline;
-    ev_timer trim;
+    ev_timer tick;                 /* housekeeping, once a second */
+    ev_check ready_check;          /* wakes the ready list once per loop iteration */
+    ev_idle ready_idle;            /* active while the list is not empty: poll does not block */
     bool accepting, shutting_down;
     struct conn *conns;            /* all connections of this worker */
+    struct conn *ready, *ready_tail;
+    time_t refused_logged, emfile_logged;   /* rate limits for repeated warnings */
     struct worker_counters n;
     /* Input is read here and fed to nghttp2 before anything can yield, so one buffer
      * serves every connection of the worker and none costs coroutine stack. */
@@ -131,6 +145,8 @@ struct worker {
 };
 
 extern struct worker *workers;
+/* Runs on every worker once a second (the application's housekeeping). */
+extern void (*worker_tick_hook)(ev_tstamp now);
 extern int nworkers;
 
 int workers_listen(char *err, size_t errlen);
@@ -138,6 +154,9 @@ int workers_start(void);
 void workers_shutdown(void);
 void workers_join(void);
 void worker_conn_closed(struct worker *w);
+void worker_forget_ready(struct worker *w, struct conn *c);
+/* Shuts fd's write side and drops what the peer still sends for a while (linger.c). */
+void linger_close(struct worker *w, int fd);
 static inline void counter_add(uint64_t *c, int64_t d)
 {
     __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + (uint64_t)d, __ATOMIC_RELAXED);
@@ -167,9 +186,21 @@ struct conn {
     ev_tstamp accepted_at, idle_since, write_blocked_since, rst_window;
     uint32_t rst_count;
     int32_t max_client_stream;     /* highest stream id the client opened */
+    struct {                       /* frame boundaries in the peer's bytes (serve.c) */
+        uint32_t payload_left;
+        uint8_t magic_left, hdr_len;
+        uint8_t hdr[9];
+    } h2in;
+    float glitch_tokens;           /* useless frames the peer may still send (session.c) */
+    int16_t update_credit;         /* WINDOW_UPDATEs the DATA sent can explain (session.c) */
+    ev_tstamp glitch_at;
+    ev_tstamp last_io;             /* last byte read or written */
+    struct conn *ready_next;       /* in w->ready while ready is set */
     int32_t reset_ids[8];          /* streams this side reset lately (session.c) */
     uint8_t reset_next;
     bool stream_id_error;
+    bool flood;                    /* GOAWAY(ENHANCE_YOUR_CALM) for useless frames */
+    bool ready;                    /* has input or work left over from its budget */
     uint32_t open_streams;
     uint32_t live_handlers;
     uint8_t proto;
@@ -192,12 +223,17 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
 void conn_wake(struct conn *c);
 void conn_request_goaway(struct conn *c);
 int conn_h2_start(struct conn *c);
+/* Gives nghttp2 bytes from the peer; -1 if the connection must close after its GOAWAY. */
+int conn_feed_h2(struct conn *c, const char *data, size_t len);
 void conn_arm_timer(struct conn *c);
 void conn_watch_write(struct conn *c, bool want_write);
 ssize_t conn_read(struct conn *c, void *buf, size_t len);
 int conn_flush(struct conn *c);
 void conn_close(struct conn *c);
 void conn_force_close(struct conn *c);
+void conn_abort_stalled(struct conn *c);
+/* Puts c on its worker's ready list: woken once the loop has served the others. */
+void conn_mark_ready(struct conn *c);
 bool conn_handle_timeout(struct conn *c);
 bool conn_may_park(const struct conn *c);
 void conn_trim_idle(struct conn *c);
@@ -218,6 +254,7 @@ struct stream {
     struct stream *next_runnable;
     bool queued, closed, cancelled, handler_done, headers_done, body_eof, responded;
     bool out_eof, deferred, too_large, head;
+    bool sent_all;                        /* the response's END_STREAM went out */
     uint8_t wait;
     coro *handler;
     char *method, *path, *authority;      /* from one allocation: hdr */
@@ -233,7 +270,10 @@ struct stream {
     struct open_file *file;               /* the cache entry file_fd belongs to (routes.c) */
     const char *file_mem;                 /* the entry's copy of a small file, read instead of file_fd */
     int64_t file_off, file_left;
-    ev_timer sleep;
+    ev_timer timer;                       /* the nearest of wake_at and the two deadlines below */
+    ev_tstamp wake_at;                    /* when h2_sleep ends, or 0 */
+    ev_tstamp in_progress;                /* request body last arrived or was all read */
+    ev_tstamp out_progress;               /* response data last went out or became ready */
     int status;
     uint64_t bytes_sent;
     ev_tstamp started;
@@ -241,6 +281,10 @@ struct stream {
 
 struct stream *stream_new(struct conn *c, int32_t id);
 void stream_make_runnable(struct stream *s);
+void stream_arm_timer(struct stream *s);
+/* A complete response to a request whose body is still coming: ask the client to stop
+ * sending it (RST_STREAM(NO_ERROR), RFC 9113 section 8.1). */
+void stream_end_unread_request(struct stream *s);
 void stream_release_if_done(struct stream *s);
 void stream_start_handler(struct stream *s);
 void conn_run_handlers(struct conn *c);
@@ -266,6 +310,7 @@ uint64_t rss_bytes(void);
 
 /* ---- nghttp2 glue (session.c) ---- */
 int session_create(struct conn *c);
+void session_check_data(struct conn *c, int32_t stream_id);
 void session_submit_settings(struct conn *c);
 ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
                          uint32_t *data_flags, nghttp2_data_source *source, void *user_data);

@@ -1,8 +1,11 @@
 /* Logging: timestamped, levelled lines on stderr, and the optional access log.
  *
  * Each line is formatted into one buffer and written with one write(2), so lines from
- * different workers never interleave.  The access log is a file descriptor swapped
- * atomically on SIGHUP, so a worker never writes to a closed one. */
+ * different workers never interleave.  The access log keeps one descriptor number for
+ * the life of the process: a reopen (SIGHUP) opens the new file and dup2()s it onto that
+ * number, which swaps the file behind it atomically, so a worker that read the number a
+ * moment before still writes to an open file - the old or the new one, never a closed
+ * descriptor or one since reused for a socket. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -49,17 +52,37 @@ void log_msg(int level, const char *fmt, ...)
     }
 }
 
+void log_rate_limited(int level, time_t *last, const char *fmt, ...)
+{
+    time_t now = time(NULL);
+    if (level > cfg.log_level || *last == now)
+        return;
+    *last = now;
+    char line[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log_msg(level, "%s", line);
+}
+
 int access_log_open(const char *path)
 {
-    int fd = -1;
-    if (path && *path) {
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0)
+    static int slot = -1;        /* the descriptor number, once there is one */
+    bool on = path && *path;
+    int fd = open(on ? path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return on ? -1 : 0;
+    if (slot < 0) {
+        slot = fd;
+    } else {
+        int rc = dup3(fd, slot, O_CLOEXEC);
+        close(fd);
+        if (rc < 0)
             return -1;
     }
-    int old = atomic_exchange(&access_fd, fd);
-    if (old >= 0)
-        close(old);
+    /* Off: writers in flight land in /dev/null; new ones see -1 and skip. */
+    atomic_store(&access_fd, on ? slot : -1);
     return 0;
 }
 

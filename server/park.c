@@ -3,7 +3,9 @@
  *
  * A connection may park when its serve loop has nothing to do: no input buffered (the
  * socket was read to EAGAIN, and OpenSSL holds no decrypted bytes), nothing nghttp2
- * wants to write, no output stuck in conn->out, no handler ready to run.  Open streams
+ * wants to write, no output stuck in conn->out, no handler ready to run.  Part of a TLS
+ * record waiting in OpenSSL does not count: the rest can only come as new readability,
+ * so such a connection parks like any other.  Open streams
  * and handlers waiting on timers or body do not prevent it.  Parking frees the serve
  * coroutine's stack; the connection keeps its heap state, its watcher and its timer.
  * Any wake-up - readiness, a timer, a handler's output - then spawns a fresh serve
@@ -18,7 +20,7 @@ bool conn_may_park(const struct conn *c)
 {
     if (!cfg.parking || c->runnable || c->out.len > c->out_off || c->goaway_pending || c->timed_out)
         return false;
-    if (c->ssl && (SSL_pending(c->ssl) > 0 || SSL_has_pending(c->ssl)))
+    if (c->ssl && SSL_pending(c->ssl) > 0)
         return false;
     if (c->h2 && nghttp2_session_want_write(c->h2))
         return false;

@@ -10,7 +10,12 @@
  * with their headers already formatted, and files of up to SMALL_FILE bytes read into
  * memory: a cached small file costs no system call per response, a larger one a pread
  * instead of open, fstat, pread and close.  A changed file is seen within a second, and
- * a small file's headers and body always come from the same reading. */
+ * a small file's headers and body always come from the same reading.  Expired entries
+ * are closed by a sweep every second, so a deleted or replaced file is not held open.
+ *
+ * Anything under root is hostile input too: files are opened with O_NONBLOCK (a FIFO
+ * would otherwise block the worker in open) and only regular files are served; a
+ * failure to open for lack of descriptors is 503 and a log line, never a 404. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -28,11 +33,12 @@
 
 #define MAX_DELAY_MS 60000
 #define ECHO_CHUNK 8192
-#define OPEN_FILES 256
+#define OPEN_FILES OPEN_FILE_SLOTS
 #define OPEN_FILE_TTL 1.0
 #define SMALL_FILE 16384         /* 256 slots: at most 4 MiB of copies per worker */
 
 static int root_fd = -1;
+static void open_files_sweep(ev_tstamp now);
 
 struct open_file {
     char *path;                /* the decoded request path */
@@ -78,6 +84,7 @@ int routes_init(char *err, size_t errlen)
         snprintf(err, errlen, "root %s: %s", cfg.root, strerror(errno));
         return -1;
     }
+    worker_tick_hook = open_files_sweep;
     return 0;
 }
 
@@ -154,7 +161,7 @@ static int open_beneath(const char *rel)
     static int have_openat2 = 1;
     const char *path = *rel ? rel : ".";
     if (have_openat2) {
-        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC,
+        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
                                 .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
         int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
         if (fd >= 0 || errno != ENOSYS)
@@ -166,7 +173,7 @@ static int open_beneath(const char *rel)
     snprintf(copy, sizeof copy, "%s", path);
     int dir = dup(root_fd);
     for (char *save = NULL, *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
-        int next = openat(dir, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int next = openat(dir, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         close(dir);
         if (next < 0)
             return -1;
@@ -190,7 +197,10 @@ static unsigned path_hash(const char *p)
     return h;
 }
 
-/* Opens rel (a directory means its index.html) and fills f; -1 if it is no regular file. */
+static bool out_of_descriptors(int err) { return err == EMFILE || err == ENFILE; }
+
+/* Opens rel (a directory means its index.html) and fills f.  0, or an errno: ENOENT
+ * for anything that is not a regular file, EMFILE or ENFILE when descriptors ran out. */
 static int open_file_fill(struct open_file *f, const char *rel)
 {
     char path[2048];
@@ -208,9 +218,10 @@ static int open_file_fill(struct open_file *f, const char *rel)
         }
     }
     if (fd < 0 || !S_ISREG(st.st_mode)) {
+        int err = fd < 0 && out_of_descriptors(errno) ? errno : ENOENT;
         if (fd >= 0)
             close(fd);
-        return -1;
+        return err;
     }
     f->fd = fd;
     f->mtime = st.st_mtime;
@@ -227,9 +238,10 @@ static int open_file_fill(struct open_file *f, const char *rel)
 }
 
 /* The cache entry for rel, opened now if it is missing or older than OPEN_FILE_TTL;
- * NULL if there is no such file (or no memory for the entry). */
-static struct open_file *open_file_get(const char *rel, ev_tstamp now)
+ * NULL with *err set (ENOENT, EMFILE, ENFILE, ENOMEM) if there is none. */
+static struct open_file *open_file_get(const char *rel, ev_tstamp now, int *err)
 {
+    *err = ENOMEM;
     if (!open_files && !(open_files = sc_calloc(OPEN_FILES, sizeof *open_files)))
         return NULL;
     struct open_file **slot = &open_files[path_hash(rel) % OPEN_FILES];
@@ -242,7 +254,9 @@ static struct open_file *open_file_get(const char *rel, ev_tstamp now)
     }
     if (!(f = sc_calloc(1, sizeof *f)))
         return NULL;
-    if (open_file_fill(f, rel) || !(f->path = sc_malloc(strlen(rel) + 1))) {
+    if ((*err = open_file_fill(f, rel)) || !(f->path = sc_malloc(strlen(rel) + 1))) {
+        if (!*err)
+            *err = ENOMEM;
         if (f->fd > 0)
             close(f->fd);
         sc_free(f->content);
@@ -253,6 +267,18 @@ static struct open_file *open_file_get(const char *rel, ev_tstamp now)
     f->expires = now + OPEN_FILE_TTL;
     *slot = f;
     return f;
+}
+
+/* Closes the entries that expired (called every second by the worker). */
+static void open_files_sweep(ev_tstamp now)
+{
+    for (unsigned i = 0; open_files && i < OPEN_FILES; i++) {
+        struct open_file *f = open_files[i];
+        if (f && f->expires <= now) {
+            open_files[i] = NULL;
+            open_file_evict(f);
+        }
+    }
 }
 
 static void serve_static(struct stream *s)
@@ -267,12 +293,21 @@ static void serve_static(struct stream *s)
         simple_text(s, 404, "not found\n");
         return;
     }
-    struct open_file *f = open_file_get(rel, ev_now(s->c->w->loop));
-    if (!f) {
+    int err;
+    struct open_file *f = open_file_get(rel, ev_now(s->c->w->loop), &err);
+    if (!f && err == ENOENT) {
         simple_text(s, 404, "not found\n");
         return;
     }
-    if (s->if_modified_since >= 0 && f->mtime <= s->if_modified_since) {
+    if (!f) {
+        log_rate_limited(LOG_ERROR, &s->c->w->emfile_logged, "cannot open files under root: %s (raise the open-file limit or lower max_conns)",
+                         strerror(err));
+        struct h2_header h[] = { { "retry-after", "1" } };
+        h2_respond(s, 503, h, 1, false);
+        return;
+    }
+    /* A date in the future is no validator (RFC 9110 section 13.1.3): ignored. */
+    if (s->if_modified_since >= 0 && s->if_modified_since <= (int64_t)time(NULL) && f->mtime <= s->if_modified_since) {
         struct h2_header h[] = { { "last-modified", f->modified } };
         h2_respond(s, 304, h, 1, false);
         return;

@@ -95,6 +95,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     }
     c->out.len = (size_t)(p - c->out.data);
     s->bytes_sent += length;
+    s->out_progress = ev_now(c->w->loop);
     return 0;
 }
 
@@ -138,14 +139,27 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     return 0;
 }
 
+/* An HTTP-date in any of the three forms RFC 9110 section 5.6.7 requires a recipient to
+ * accept: IMF-fixdate, the obsolete RFC 850 form and asctime's.  -1 if none fits. */
 static int64_t parse_http_date(const char *v)
 {
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    const char *end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    if (!end || *end)
-        return -1;
-    return (int64_t)timegm(&tm);
+    static const char *const forms[] = { "%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT",
+                                         "%a %b %e %H:%M:%S %Y" };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        const char *end = strptime(v, forms[i], &tm);
+        if (!end || *end)
+            continue;
+        int64_t t = (int64_t)timegm(&tm);
+        /* RFC 850's two-digit year: one more than 50 years ahead is in the past century. */
+        if (i == 1 && t > (int64_t)time(NULL) + 50ll * 366 * 86400) {
+            tm.tm_year -= 100;
+            t = (int64_t)timegm(&tm);
+        }
+        return t;
+    }
+    return -1;
 }
 
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
@@ -183,6 +197,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return 0;
 }
 
+/* Resets of every kind count toward one limit: those the client sends (rapid reset,
+ * CVE-2023-44487) and the stream errors this side or nghttp2 sends because of what the
+ * client sent (MadeYouReset, CVE-2025-8671), each a request started and thrown away. */
 static void count_reset(struct conn *c)
 {
     ev_tstamp now = ev_now(c->w->loop);
@@ -190,10 +207,65 @@ static void count_reset(struct conn *c)
         c->rst_window = now;
         c->rst_count = 0;
     }
-    if (++c->rst_count > cfg.max_resets_per_second) {
+    if (++c->rst_count == cfg.max_resets_per_second + 1) {
         log_msg(LOG_WARN, "%s: more than %u stream resets in a second, sending GOAWAY(ENHANCE_YOUR_CALM)", c->peer,
                 cfg.max_resets_per_second);
         nghttp2_session_terminate_session(c->h2, NGHTTP2_ENHANCE_YOUR_CALM);
+    }
+}
+
+/* Frames that cost work and do nothing for the peer ("glitches": PRIORITY, which h2park
+ * ignores; empty DATA that does not end the stream; PING and SETTINGS, each answered;
+ * WINDOW_UPDATE beyond what the DATA this side sent can explain; frame types nobody
+ * defined) draw from a bucket that refills at GLITCH_RATE per second up to
+ * GLITCH_BURST; a peer that empties it gets GOAWAY(ENHANCE_YOUR_CALM), as Go's and
+ * h2o's servers do for such floods.  A legitimate peer sends a handful. */
+#define GLITCH_BURST 1000.0
+#define GLITCH_RATE 100.0
+/* WINDOW_UPDATEs one DATA frame sent can justify: one for its stream, one for the
+ * connection; the credit is capped so a long download does not bank a flood. */
+#define UPDATE_CREDIT_PER_DATA 2
+#define UPDATE_CREDIT_MAX 1024
+
+static bool glitch(struct conn *c, const char *what)
+{
+    ev_tstamp now = ev_now(c->w->loop);
+    double tokens = c->glitch_tokens + (now - c->glitch_at) * GLITCH_RATE;
+    c->glitch_at = now;
+    c->glitch_tokens = tokens > GLITCH_BURST ? GLITCH_BURST : tokens;
+    if (--c->glitch_tokens >= 0)
+        return false;
+    log_msg(LOG_WARN, "%s: flood of %s frames, sending GOAWAY(ENHANCE_YOUR_CALM)", c->peer, what);
+    c->flood = true;
+    return true;
+}
+
+static bool is_glitch(struct conn *c, const nghttp2_frame_hd *hd, const char **what)
+{
+    switch (hd->type) {
+    case NGHTTP2_PRIORITY:
+        *what = "PRIORITY";
+        return true;
+    case NGHTTP2_PING:
+        *what = "PING";
+        return !(hd->flags & NGHTTP2_FLAG_ACK);
+    case NGHTTP2_SETTINGS:
+        *what = "SETTINGS";
+        return !(hd->flags & NGHTTP2_FLAG_ACK) && c->settings_seen;
+    case NGHTTP2_WINDOW_UPDATE:
+        *what = "WINDOW_UPDATE";
+        if (c->update_credit > 0) {
+            c->update_credit--;
+            return false;
+        }
+        return true;
+    case NGHTTP2_DATA:          /* counted once its padding is known (on_frame_recv) */
+    case NGHTTP2_HEADERS: case NGHTTP2_RST_STREAM: case NGHTTP2_PUSH_PROMISE: case NGHTTP2_GOAWAY:
+    case NGHTTP2_CONTINUATION:
+        return false;
+    default:
+        *what = "unknown";
+        return true;
     }
 }
 
@@ -210,6 +282,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         break;
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA: {
+        if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == frame->data.padlen &&
+            !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && glitch(c, "empty DATA"))
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
         struct stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (!s)
             break;
@@ -244,6 +319,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
      * stops reading stops the peer after one window. */
     if (buf_append(&s->body, data, len))
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    s->in_progress = ev_now(s->c->w->loop);
     if (s->wait == WAIT_BODY)
         stream_make_runnable(s);
     return 0;
@@ -296,9 +372,27 @@ static bool recently_reset(const struct conn *c, int32_t id)
     return false;
 }
 
+/* The same monotony makes "closed" exact without remembering closed streams: an odd id
+ * at or below the highest the client opened that nghttp2 does not know is closed (or
+ * was skipped, which closes it).  DATA on it is a stream error STREAM_CLOSED (sections
+ * 5.1 and 6.1) - except on the few streams this side reset lately, whose frames in
+ * flight section 5.1 says to ignore.  nghttp2 drops such DATA without a callback, so the
+ * serve loop asks before it feeds each DATA frame (session_check_data). */
+void session_check_data(struct conn *c, int32_t stream_id)
+{
+    if (!(stream_id & 1) || stream_id > c->max_client_stream)
+        return;             /* an idle stream: nghttp2's PROTOCOL_ERROR */
+    if (nghttp2_session_find_stream(c->h2, stream_id) || recently_reset(c, stream_id))
+        return;
+    nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_STREAM_CLOSED);
+}
+
 static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user_data)
 {
     struct conn *c = user_data;
+    const char *what;
+    if (is_glitch(c, hd, &what) && glitch(c, what))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
         return 0;
     if (hd->stream_id > c->max_client_stream) {
@@ -315,12 +409,23 @@ static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, 
 
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
-    (void)session;
     struct conn *c = user_data;
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
         c->reset_ids[c->reset_next] = frame->hd.stream_id;
         c->reset_next = (uint8_t)((c->reset_next + 1) % (sizeof c->reset_ids / sizeof c->reset_ids[0]));
+        /* NO_ERROR only asks the client to stop sending a body nobody reads (8.1). */
+        if (frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
+            count_reset(c);
+    } else if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+               (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        struct stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (s) {
+            s->sent_all = true;
+            stream_end_unread_request(s);
+        }
     }
+    if (frame->hd.type == NGHTTP2_DATA && c->update_credit < UPDATE_CREDIT_MAX)
+        c->update_credit += UPDATE_CREDIT_PER_DATA;
     return 0;
 }
 
@@ -360,6 +465,8 @@ int session_create(struct conn *c)
     pthread_once(&once, init_once);
     nghttp2_mem mem = h2_mem;        /* nghttp2 keeps a copy */
     mem.mem_user_data = c;
+    c->glitch_tokens = GLITCH_BURST;
+    c->glitch_at = ev_now(c->w->loop);
     if (nghttp2_session_server_new3(&c->h2, callbacks, c, options, &mem))
         return -1;
     return 0;

@@ -7,7 +7,16 @@
  * closing) queues it as runnable and wakes the connection.  Waiting handlers hold their
  * stacks but not the serve loop's, so a connection with only waiting handlers parks.
  * Output is buffered per stream up to OUTB_MAX, so a handler can get ahead of the peer
- * by that much and no more. */
+ * by that much and no more.
+ *
+ * A stream that waits on its peer has a deadline, so no peer can pin a stream's memory
+ * by going quiet: body_timeout while the handler has read all the body there is and the
+ * request is not complete (the window is open, so the wait is the peer's), write_timeout
+ * while response data is ready and does not go out (the peer's window is shut).  One
+ * timer per stream serves both and h2_sleep; it is armed lazily (moved only earlier)
+ * and re-aimed when it fires, so progress costs a timestamp, not a timer operation.
+ * A stream is freed in one place, stream_release_if_done, which stops that timer
+ * whether it is active or expired and waiting to run. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,8 +25,10 @@
 #include "h2park.h"
 #include "scalloc.h"
 
-#define OUTB_MAX (64u << 10)
+#define OUTB_MAX STREAM_OUTPUT_MAX
 #define MAX_RESPONSE_HEADERS 16
+
+static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 
 struct stream *stream_new(struct conn *c, int32_t id)
 {
@@ -29,7 +40,9 @@ struct stream *stream_new(struct conn *c, int32_t id)
     s->file_fd = -1;
     s->content_length = -1;
     s->if_modified_since = -1;
-    s->started = ev_now(c->w->loop);
+    s->started = s->in_progress = s->out_progress = ev_now(c->w->loop);
+    ev_init(&s->timer, on_timer);
+    s->timer.data = s;
     s->snext = c->streams;
     if (c->streams)
         c->streams->sprev = s;
@@ -66,8 +79,9 @@ void stream_release_if_done(struct stream *s)
         open_file_release(s->file);
     else if (s->file_fd >= 0)
         close(s->file_fd);
-    if (ev_is_active(&s->sleep))
-        ev_timer_stop(c->w->loop, &s->sleep);
+    /* Unconditionally: a timer that expired but has not run yet is pending, not active,
+     * and would run on freed memory. */
+    ev_timer_stop(c->w->loop, &s->timer);
     buf_free(&s->hdr);
     buf_free(&s->body);
     buf_free(&s->outb);
@@ -108,6 +122,14 @@ void stream_start_handler(struct stream *s)
     index_pseudo_headers(s);
     c->open_streams++;
     counter_add(&c->w->n.streams_total, 1);
+    /* The cap that bounds what all connections together can pin (max_handlers). */
+    if ((long)c->w->n.handler_coroutines >= config_max_handlers(&cfg)) {
+        log_rate_limited(LOG_WARN, &c->w->refused_logged, "worker %d: max_handlers (%ld) reached: REFUSED_STREAM",
+                         c->w->id, config_max_handlers(&cfg));
+        s->handler_done = true;
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+        return;
+    }
     s->handler = coro_create(handler_main, s, 0);
     if (!s->handler) {
         s->handler_done = true;
@@ -117,6 +139,7 @@ void stream_start_handler(struct stream *s)
     c->live_handlers++;
     counter_add(&c->w->n.handler_coroutines, 1);
     stream_make_runnable(s);
+    stream_arm_timer(s);
 }
 
 static void handler_finished(struct stream *s)
@@ -133,6 +156,7 @@ static void handler_finished(struct stream *s)
         } else if (!s->out_eof && s->file_fd < 0) {
             h2_end(s);
         }
+        stream_end_unread_request(s);
     }
 }
 
@@ -169,6 +193,7 @@ ssize_t h2_read_body(struct stream *s, void *buf, size_t len)
             if (s->body_off == s->body.len) {
                 buf_free(&s->body);
                 s->body_off = 0;
+                s->in_progress = ev_now(s->c->w->loop);   /* the peer's turn from here */
             }
             if (!s->closed)
                 nghttp2_session_consume(s->c->h2, s->id, n);
@@ -178,6 +203,7 @@ ssize_t h2_read_body(struct stream *s, void *buf, size_t len)
             return 0;
         if (s->cancelled || s->closed)
             return -1;
+        stream_arm_timer(s);
         wait_for(s, WAIT_BODY);
     }
 }
@@ -224,6 +250,8 @@ int h2_respond_file(struct stream *s, int status, const struct h2_header *h, siz
         s->file_fd = -1;
         return -1;
     }
+    s->out_progress = ev_now(s->c->w->loop);
+    stream_arm_timer(s);
     return 0;
 }
 
@@ -250,6 +278,10 @@ int h2_write(struct stream *s, const void *data, size_t len)
         size_t n = OUTB_MAX - pending < len ? OUTB_MAX - pending : len;
         if (buf_append(&s->outb, p, n))
             return -1;
+        if (!pending) {     /* data is ready again: the peer's turn from here */
+            s->out_progress = ev_now(s->c->w->loop);
+            stream_arm_timer(s);
+        }
         p += n;
         len -= n;
     }
@@ -266,25 +298,93 @@ int h2_end(struct stream *s)
     return 0;
 }
 
-static void sleep_done(struct ev_loop *loop, ev_timer *t, int revents)
+enum deadline { DEADLINE_NONE, DEADLINE_WAKE, DEADLINE_BODY, DEADLINE_WRITE };
+
+static bool response_data_ready(const struct stream *s)
 {
-    (void)loop, (void)revents;
+    return s->responded && !s->sent_all && (s->outb.len > s->outb_off || s->file_left > 0);
+}
+
+/* The nearest thing this stream's timer must catch, and which one. */
+static ev_tstamp stream_deadline(const struct stream *s, enum deadline *kind)
+{
+    ev_tstamp best = 0;
+    *kind = DEADLINE_NONE;
+    if (s->wake_at) {
+        best = s->wake_at;
+        *kind = DEADLINE_WAKE;
+    }
+    if (s->closed)
+        return best;
+    if (!s->body_eof && s->handler && cfg.body_timeout > 0 && s->body.len == s->body_off) {
+        ev_tstamp t = s->in_progress + cfg.body_timeout;
+        if (!best || t < best)
+            best = t, *kind = DEADLINE_BODY;
+    }
+    if (cfg.write_timeout > 0 && response_data_ready(s)) {
+        ev_tstamp t = s->out_progress + cfg.write_timeout;
+        if (!best || t < best)
+            best = t, *kind = DEADLINE_WRITE;
+    }
+    return best;
+}
+
+void stream_arm_timer(struct stream *s)
+{
+    enum deadline kind;
+    ev_tstamp when = stream_deadline(s, &kind);
+    struct ev_loop *loop = s->c->w->loop;
+    if (!when)
+        return;         /* a timer still running finds nothing to do and stops */
+    if (ev_is_active(&s->timer)) {
+        if (ev_now(loop) + ev_timer_remaining(loop, &s->timer) <= when + 0.001)
+            return;
+        ev_timer_stop(loop, &s->timer);
+    }
+    ev_timer_set(&s->timer, when - ev_now(loop) > 0 ? when - ev_now(loop) : 0.001, 0);
+    ev_timer_start(loop, &s->timer);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
     struct stream *s = t->data;
-    stream_make_runnable(s);
-    conn_wake(s->c);
+    struct conn *c = s->c;
+    ev_tstamp now = ev_now(loop);
+    if (s->wake_at && s->wake_at <= now + 0.001) {
+        s->wake_at = 0;
+        stream_make_runnable(s);
+    }
+    enum deadline kind;
+    ev_tstamp when = stream_deadline(s, &kind);
+    if (when && when <= now + 0.001 && kind != DEADLINE_WAKE) {
+        double limit = kind == DEADLINE_BODY ? cfg.body_timeout : cfg.write_timeout;
+        log_msg(LOG_DEBUG, "%s: stream %d: %s for %.0fs, RST_STREAM(CANCEL)", c->peer, s->id,
+                kind == DEADLINE_BODY ? "no request body" : "peer takes no response", limit);
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+        if (now - c->last_io >= limit)
+            conn_abort_stalled(c);
+    } else {
+        stream_arm_timer(s);
+    }
+    conn_wake(c);
 }
 
 void h2_sleep(struct stream *s, double seconds)
 {
     if (s->cancelled || s->closed)
         return;
-    ev_timer_init(&s->sleep, sleep_done, seconds, 0);
-    s->sleep.data = s;
-    ev_timer_start(s->c->w->loop, &s->sleep);
-    while (ev_is_active(&s->sleep) && !s->cancelled && !s->closed)
+    s->wake_at = ev_now(s->c->w->loop) + seconds;
+    stream_arm_timer(s);
+    while (s->wake_at && !s->cancelled && !s->closed)
         wait_for(s, WAIT_TIMER);
-    if (ev_is_active(&s->sleep))
-        ev_timer_stop(s->c->w->loop, &s->sleep);
+    s->wake_at = 0;
+}
+
+void stream_end_unread_request(struct stream *s)
+{
+    if (s->sent_all && !s->handler && !s->body_eof && !s->closed)
+        nghttp2_submit_rst_stream(s->c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
 }
 
 int h2_simple(struct stream *s, int status, const char *content_type, const void *body, size_t len)

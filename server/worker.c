@@ -25,6 +25,7 @@
 #define ACCEPT_RETRY 0.1
 
 struct worker *workers;
+void (*worker_tick_hook)(ev_tstamp now);
 volatile int shutting_down;
 int nworkers;
 static _Atomic long live_conns;
@@ -49,10 +50,36 @@ static int listen_socket(const struct listen_addr *a, char *err, size_t errlen)
     return fd;
 }
 
+/* SO_REUSEPORT would let this process share a port with another that also set it (a
+ * second h2park), the kernel splitting connections between them.  A socket bound
+ * without it fails on any port something listens on, so binding one first (and closing
+ * it) finds the conflict; SO_REUSEADDR keeps old TIME_WAIT connections from counting. */
+static int probe_free(const struct listen_addr *a, char *err, size_t errlen)
+{
+    int fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "listen %s: socket: %s", a->text, strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (a->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    int rc = bind(fd, (const struct sockaddr *)&a->addr, a->addrlen);
+    if (rc)
+        snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno),
+                 errno == EADDRINUSE ? " (another process listens there)" : "");
+    close(fd);
+    return rc ? -1 : 0;
+}
+
 /* Binds every worker's sockets now, in the main thread, so a busy port is reported
  * before anything starts. */
 int workers_listen(char *err, size_t errlen)
 {
+    for (int l = 0; l < cfg.nlisten; l++)
+        if (probe_free(&cfg.listen[l], err, errlen))
+            return -1;
     nworkers = cfg.workers > 0 ? cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nworkers < 1)
         nworkers = 1;
@@ -102,6 +129,65 @@ static void on_accept_pause(struct ev_loop *loop, ev_timer *t, int revents)
         return;
     ev_timer_stop(loop, t);
     set_accepting(w, true);
+}
+
+/* The ready list: connections whose serve step stopped at its budget with work the
+ * socket does not show.  The check watcher runs after every poll and wakes the
+ * connections that were on the list when it started; one that goes back on waits for
+ * the next iteration, after every connection the poll reported has had its turn. */
+void conn_mark_ready(struct conn *c)
+{
+    struct worker *w = c->w;
+    if (c->ready)
+        return;
+    c->ready = true;
+    c->ready_next = NULL;
+    if (w->ready_tail)
+        w->ready_tail->ready_next = c;
+    else
+        w->ready = c;
+    w->ready_tail = c;
+    ev_idle_start(w->loop, &w->ready_idle);
+}
+
+void worker_forget_ready(struct worker *w, struct conn *c)
+{
+    if (!c->ready)
+        return;
+    struct conn *prev = NULL;
+    for (struct conn *r = w->ready; r; prev = r, r = r->ready_next) {
+        if (r != c)
+            continue;
+        if (prev)
+            prev->ready_next = c->ready_next;
+        else
+            w->ready = c->ready_next;
+        if (w->ready_tail == c)
+            w->ready_tail = prev;
+        break;
+    }
+    c->ready = false;
+}
+
+static void on_ready_check(struct ev_loop *loop, ev_check *chk, int revents)
+{
+    (void)revents;
+    struct worker *w = chk->data;
+    struct conn *list = w->ready;
+    w->ready = w->ready_tail = NULL;
+    while (list) {
+        struct conn *c = list;
+        list = c->ready_next;
+        c->ready = false;
+        conn_wake(c);
+    }
+    if (!w->ready)
+        ev_idle_stop(loop, &w->ready_idle);
+}
+
+static void on_ready_idle(struct ev_loop *loop, ev_idle *idle, int revents)
+{
+    (void)loop, (void)idle, (void)revents;   /* exists so that the poll does not block */
 }
 
 void worker_conn_closed(struct worker *w)
@@ -156,16 +242,22 @@ static void on_scavenge(struct ev_loop *loop, ev_timer *t, int revents)
     sc_scavenge();
 }
 
+#define TICK 1.0
 #define TRIM_AFTER 1.0
 
-static void on_trim(struct ev_loop *loop, ev_timer *t, int revents)
+/* Housekeeping once a second: parked connections give back their dead pages, and the
+ * application sweeps what it caches. */
+static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct worker *w = t->data;
     ev_tstamp now = ev_now(loop);
-    for (struct conn *c = w->conns; c; c = c->next)
-        if (!c->serve && !c->trimmed && now - c->parked_at >= TRIM_AFTER)
-            conn_trim_idle(c);
+    if (cfg.parking)
+        for (struct conn *c = w->conns; c; c = c->next)
+            if (!c->serve && !c->trimmed && now - c->parked_at >= TRIM_AFTER)
+                conn_trim_idle(c);
+    if (worker_tick_hook)
+        worker_tick_hook(now);
 }
 
 static void on_shutdown_deadline(struct ev_loop *loop, ev_timer *t, int revents)
@@ -231,6 +323,11 @@ int workers_start(void)
         }
         ev_init(&w->accept_pause, on_accept_pause);
         w->accept_pause.data = w;
+        ev_check_init(&w->ready_check, on_ready_check);
+        w->ready_check.data = w;
+        ev_check_start(w->loop, &w->ready_check);
+        ev_unref(w->loop);
+        ev_idle_init(&w->ready_idle, on_ready_idle);
         ev_async_init(&w->notify, on_notify);
         w->notify.data = w;
         ev_async_start(w->loop, &w->notify);
@@ -239,12 +336,10 @@ int workers_start(void)
             ev_timer_start(w->loop, &w->scavenge);
             ev_unref(w->loop);     /* housekeeping does not keep the loop alive */
         }
-        if (cfg.parking) {
-            ev_timer_init(&w->trim, on_trim, TRIM_AFTER, TRIM_AFTER);
-            w->trim.data = w;
-            ev_timer_start(w->loop, &w->trim);
-            ev_unref(w->loop);
-        }
+        ev_timer_init(&w->tick, on_tick, TICK, TICK);
+        w->tick.data = w;
+        ev_timer_start(w->loop, &w->tick);
+        ev_unref(w->loop);
         set_accepting(w, true);
         if (pthread_create(&w->thread, NULL, worker_main, w))
             return -1;

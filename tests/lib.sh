@@ -29,11 +29,12 @@ make_site() {
 }
 
 # start_daemon [extra args...]: starts h2park on free ports; sets PORT, TPORT, DPID.
+# With NOFILE set, the daemon runs with that many file descriptors.
 start_daemon() {
   for attempt in 1 2 3 4 5 6 7 8; do
     PORT=$(( 20000 + (RANDOM * 7 + $$ + attempt * 131) % 20000 ))
     TPORT=$(( PORT + 1 ))
-    "$H2PARK" --listen "127.0.0.1:$PORT" --tls-listen "127.0.0.1:$TPORT" --cert "$TMP/cert.pem" \
+    ${NOFILE:+prlimit --nofile=$NOFILE:$NOFILE} "$H2PARK" --listen "127.0.0.1:$PORT" --tls-listen "127.0.0.1:$TPORT" --cert "$TMP/cert.pem" \
       --key "$TMP/key.pem" --root "$TMP/www" --workers "${WORKERS:-1}" "$@" >"$TMP/daemon.log" 2>&1 &
     DPID=$!
     PIDS="$PIDS $DPID"

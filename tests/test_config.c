@@ -2,6 +2,8 @@
  * errors (naming file, line and problem), listen replacement, and H2PARK_DEBUG. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "h2park.h"
@@ -37,6 +39,30 @@ static void values_and_units(void)
     CHECK(c.max_conns == 5000 && c.coro_stack_size == 65536 && c.coro_guard_pages && c.max_concurrent_streams == 7);
     CHECK(c.log_level == LOG_DEBUG && !strcmp(c.access_log, "/tmp/a.log"));
     CHECK(!strcmp(c.parking_source, "config file"));
+}
+
+/* The limits that bound what clients can pin: parsed, and auto resolved to something
+ * that fits the machine. */
+static void deadlines_and_caps(void)
+{
+    CHECKF(parse("body_timeout = 2500ms\nmax_handlers = 50\n") == CONFIG_OK, "%s", err);
+    CHECK(c.body_timeout > 2.4999 && c.body_timeout < 2.5001 && config_max_handlers(&c) == 50);
+    CHECKF(parse("max_handlers = auto\n") == CONFIG_OK, "%s", err);
+    long auto_handlers = config_max_handlers(&c);
+    CHECK(auto_handlers >= 16);
+    /* A quarter of memory, at the worst a handler can hold, over the workers. */
+    double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double workers = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    CHECKF((double)auto_handlers * (double)config_handler_worst_bytes(&c) * workers <= mem / 4 + 1e6, "%ld", auto_handlers);
+    CHECK(config_handler_worst_bytes(&c) >= c.coro_stack_size + c.max_header_list_size + c.initial_window_size);
+    CHECK(parse("body_timeout = never\n") == CONFIG_ERROR && strstr(err, "test.conf:1: body_timeout"));
+    CHECK(parse("max_handlers = 0\n") == CONFIG_ERROR && strstr(err, "max_handlers: '0' is not a handler count"));
+    /* max_conns = auto leaves room for every worker's open-file cache. */
+    CHECKF(parse("workers = 2\n") == CONFIG_OK, "%s", err);
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur > 2000 && rl.rlim_cur != RLIM_INFINITY)
+        CHECKF(config_max_conns(&c) == (long)rl.rlim_cur - 64 - 2 * OPEN_FILE_SLOTS, "%ld", config_max_conns(&c));
 }
 
 static void listen_lines(void)
@@ -87,6 +113,7 @@ int main(void)
 {
     RUN(embedded_default_parses);
     RUN(values_and_units);
+    RUN(deadlines_and_caps);
     RUN(listen_lines);
     RUN(errors_name_file_line_problem);
     RUN(debug_env);

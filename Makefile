@@ -5,6 +5,7 @@
 #   make test              build and run every test; SAN=1 under ASan+UBSan
 #   make bench-alloc       allocator benchmark (figures in the README)
 #   make bench-coro        coroutine benchmark
+#   make fuzz              every libFuzzer target for FUZZ_SECONDS each (clang)
 #
 # Build options (a change of any of them rebuilds everything):
 #   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1
@@ -26,6 +27,10 @@ endif
 SANFLAGS :=
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+# The fuzzers' build: coverage for libFuzzer, ASan and UBSan (make fuzz sets it).
+ifeq ($(SAN),fuzz)
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(SANFLAGS) $(DEFS) -pthread \
               -I$(BUILD)/gen -Ialloc -Icoro -Iserver
@@ -57,7 +62,7 @@ ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
 
-.PHONY: all run test bench-alloc bench-coro deps-build deps-test deps-bench clean
+.PHONY: all run test bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
 all: $(BUILD)/.deps-build $(TARGETS)
 
 $(BUILD)/.deps-build: scripts/ensure-deps.sh
@@ -66,6 +71,8 @@ $(BUILD)/.deps-test: scripts/ensure-deps.sh
 	@scripts/ensure-deps.sh test && touch $@
 $(BUILD)/.deps-bench: scripts/ensure-deps.sh
 	@scripts/ensure-deps.sh bench && touch $@
+$(BUILD)/.deps-fuzz: scripts/ensure-deps.sh
+	@scripts/ensure-deps.sh fuzz && touch $@
 
 $(BUILD)/mksizeclasses: alloc/mksizeclasses.c
 	$(CC) -std=gnu11 -O1 $(WARN) -o $@ $<
@@ -113,6 +120,18 @@ $(BUILD)/bench/bench_alloc: bench/bench_alloc.c $(BUILD)/libscalloc.a $(BUILD)/f
 $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
+
+FUZZ_TARGETS := conn h2 h1 config path
+FUZZERS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+fuzzers: $(FUZZERS)
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/harness.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=fuzzer -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+
+FUZZ_SECONDS ?= 60
+fuzz: $(BUILD)/.deps-fuzz
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzzing CC=clang SAN=fuzz fuzzers
+	@BUILD=$(BUILD)/fuzzing FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 run: all
 	@scripts/run-default.sh $(BUILD)

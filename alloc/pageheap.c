@@ -86,7 +86,7 @@ static sc_span *span_new(void)
     if (s) {
         sc_heap.spare_spans = s->next;
     } else {
-        if (meta_next + sizeof *s > meta_end) {
+        if (!meta_next || (size_t)(meta_end - meta_next) < sizeof *s) {   /* no arithmetic on NULL */
             meta_next = map_or_die(META_CHUNK, "span metadata");
             meta_end = meta_next + META_CHUNK;
         }

@@ -1,17 +1,19 @@
 #!/bin/sh
-# ensure-deps.sh build|test|bench: checks that the Debian packages a make target needs are
+# ensure-deps.sh build|test|bench|fuzz: checks that the Debian packages a make target needs are
 # installed; as root with apt-get, installs the missing ones, otherwise stops and names
 # the exact packages to install.  Keeps one list per purpose so `make` does not pull in
 # the test clients and `make test` does not pull in the benchmark peers.
 set -eu
-want=${1:?usage: ensure-deps.sh build|test|bench}
+want=${1:?usage: ensure-deps.sh build|test|bench|fuzz}
 build="pkg-config libnghttp2-dev libev-dev libssl-dev"
 test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack"
+fuzz="$build clang libclang-rt-14-dev"
 bench="$test nghttp2-server h2o gnuplot-nox valgrind libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-context-dev golang-go golang-golang-x-net-dev"
 case $want in
   build) pkgs=$build ;;
   test) pkgs=$test ;;
   bench) pkgs=$bench ;;
+  fuzz) pkgs=$fuzz ;;
   *) echo "ensure-deps.sh: unknown purpose '$want'" >&2; exit 2 ;;
 esac
 

@@ -115,6 +115,7 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
             return NULL;
         }
     }
+    worker_conn_opened();
     ev_io_init(&c->io, on_io, fd, EV_READ);
     c->io.data = c;
     ev_io_start(w->loop, &c->io);

@@ -151,8 +151,11 @@ extern int nworkers;
 
 int workers_listen(char *err, size_t errlen);
 int workers_start(void);
+int worker_init_loop(struct worker *w);
+long workers_live_conns(void);      /* connections and lingering sockets, all workers */
 void workers_shutdown(void);
 void workers_join(void);
+void worker_conn_opened(void);
 void worker_conn_closed(struct worker *w);
 void worker_forget_ready(struct worker *w, struct conn *c);
 /* Shuts fd's write side and drops what the peer still sends for a while (linger.c). */
@@ -298,6 +301,12 @@ int h2_write(struct stream *s, const void *data, size_t len);
 int h2_end(struct stream *s);
 void h2_sleep(struct stream *s, double seconds);
 int h2_simple(struct stream *s, int status, const char *content_type, const void *body, size_t len);
+
+/* path.c: the path part of target, percent-decoded, relative to root (no leading
+ * slash); -1 on a bad escape, a NUL, a "." or ".." segment, or more than cap bytes. */
+int path_decode(const char *target, char *out, size_t cap);
+/* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */
+int path_open_beneath(int root_fd, const char *rel);
 
 void route_request(struct stream *s);
 void open_file_release(struct open_file *f);

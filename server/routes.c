@@ -1,10 +1,7 @@
 /* Request routing: the built-in routes and static files under root.
  *
- * Static paths are resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) against
- * a descriptor of root, after percent-decoding and rejecting any ".." segment, so no
- * spelling of a path - dots, encoded dots, symlinks - reaches outside root; everything
- * that would is a 404, like a file that is not there.  Kernels without openat2 fall back
- * to O_NOFOLLOW on every component.
+ * Static paths are resolved beneath root by path.c; everything that would leave it is a
+ * 404, like a file that is not there.
  *
  * Each worker keeps the files it served open for a second (like nginx's open_file_cache),
  * with their headers already formatted, and files of up to SMALL_FILE bytes read into
@@ -19,12 +16,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,74 +109,6 @@ static void simple_text(struct stream *s, int status, const char *text)
     h2_simple(s, status, "text/plain; charset=utf-8", text, strlen(text));
 }
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
-/* Decodes the path part of target into out (relative to root, no leading slash).
- * Fails on bad escapes, NUL, and any "." or ".." segment. */
-static int decode_path(const char *target, char *out, size_t cap)
-{
-    size_t n = 0;
-    const char *p = target;
-    while (*p == '/')
-        p++;
-    for (; *p && *p != '?' && *p != '#'; p++) {
-        int ch = (unsigned char)*p;
-        if (ch == '%') {
-            int hi = hexval((unsigned char)p[1]), lo = hi < 0 ? -1 : hexval((unsigned char)p[2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            ch = hi * 16 + lo;
-            p += 2;
-        }
-        if (ch == 0 || n + 1 >= cap)
-            return -1;
-        out[n++] = (char)ch;
-    }
-    out[n] = 0;
-    for (char *seg = out; *seg;) {
-        char *slash = strchr(seg, '/');
-        size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
-        if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
-            return -1;
-        if (!slash)
-            break;
-        seg = slash + 1;
-    }
-    return 0;
-}
-
-static int open_beneath(const char *rel)
-{
-    static int have_openat2 = 1;
-    const char *path = *rel ? rel : ".";
-    if (have_openat2) {
-        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
-                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-        int fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof how);
-        if (fd >= 0 || errno != ENOSYS)
-            return fd;
-        have_openat2 = 0;
-    }
-    /* Walk component by component, refusing symlinks at every step. */
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", path);
-    int dir = dup(root_fd);
-    for (char *save = NULL, *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
-        int next = openat(dir, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-        close(dir);
-        if (next < 0)
-            return -1;
-        dir = next;
-    }
-    return dir;
-}
-
 static void http_date(time_t t, char *out, size_t cap)
 {
     struct tm tm;
@@ -205,13 +132,13 @@ static int open_file_fill(struct open_file *f, const char *rel)
 {
     char path[2048];
     snprintf(path, sizeof path, "%s", rel);
-    int fd = open_beneath(path);
+    int fd = path_open_beneath(root_fd, path);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
         size_t l = strlen(path);
         snprintf(path + l, sizeof path - l, "%sindex.html", l && path[l - 1] != '/' ? "/" : "");
         close(fd);
-        fd = open_beneath(path);
+        fd = path_open_beneath(root_fd, path);
         if (fd >= 0 && fstat(fd, &st) != 0) {
             close(fd);
             fd = -1;
@@ -289,7 +216,7 @@ static void serve_static(struct stream *s)
         return;
     }
     char rel[2048];
-    if (decode_path(s->path, rel, sizeof rel - 16)) {
+    if (path_decode(s->path, rel, sizeof rel - 16)) {
         simple_text(s, 404, "not found\n");
         return;
     }

@@ -190,6 +190,8 @@ static void on_ready_idle(struct ev_loop *loop, ev_idle *idle, int revents)
     (void)loop, (void)idle, (void)revents;   /* exists so that the poll does not block */
 }
 
+void worker_conn_opened(void) { atomic_fetch_add(&live_conns, 1); }
+
 void worker_conn_closed(struct worker *w)
 {
     atomic_fetch_sub(&live_conns, 1);
@@ -224,10 +226,8 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        atomic_fetch_add(&live_conns, 1);
         struct conn *c = conn_new(w, fd, cfg.listen[l].tls, (struct sockaddr *)&sa, salen);
         if (!c) {
-            atomic_fetch_sub(&live_conns, 1);
             close(fd);
             continue;
         }
@@ -307,6 +307,35 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* A worker's loop and housekeeping, without its listeners or thread (the fuzzers run
+ * one in their own thread). */
+int worker_init_loop(struct worker *w)
+{
+    w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+    if (!w->loop)
+        return -1;
+    ev_init(&w->accept_pause, on_accept_pause);
+    w->accept_pause.data = w;
+    ev_check_init(&w->ready_check, on_ready_check);
+    w->ready_check.data = w;
+    ev_check_start(w->loop, &w->ready_check);
+    ev_unref(w->loop);
+    ev_idle_init(&w->ready_idle, on_ready_idle);
+    ev_async_init(&w->notify, on_notify);
+    w->notify.data = w;
+    ev_async_start(w->loop, &w->notify);
+    if (cfg.scavenge_interval > 0) {
+        ev_timer_init(&w->scavenge, on_scavenge, cfg.scavenge_interval, cfg.scavenge_interval);
+        ev_timer_start(w->loop, &w->scavenge);
+        ev_unref(w->loop);     /* housekeeping does not keep the loop alive */
+    }
+    ev_timer_init(&w->tick, on_tick, TICK, TICK);
+    w->tick.data = w;
+    ev_timer_start(w->loop, &w->tick);
+    ev_unref(w->loop);
+    return 0;
+}
+
 int workers_start(void)
 {
     struct coro_options co = { .stack_size = cfg.coro_stack_size, .guard_pages = cfg.coro_guard_pages,
@@ -314,38 +343,20 @@ int workers_start(void)
     coro_configure(&co);
     for (int i = 0; i < nworkers; i++) {
         struct worker *w = &workers[i];
-        w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
-        if (!w->loop)
+        if (worker_init_loop(w))
             return -1;
         for (int l = 0; l < cfg.nlisten; l++) {
             ev_io_init(&w->listen_io[l], on_accept, w->listen_fd[l], EV_READ);
             w->listen_io[l].data = w;
         }
-        ev_init(&w->accept_pause, on_accept_pause);
-        w->accept_pause.data = w;
-        ev_check_init(&w->ready_check, on_ready_check);
-        w->ready_check.data = w;
-        ev_check_start(w->loop, &w->ready_check);
-        ev_unref(w->loop);
-        ev_idle_init(&w->ready_idle, on_ready_idle);
-        ev_async_init(&w->notify, on_notify);
-        w->notify.data = w;
-        ev_async_start(w->loop, &w->notify);
-        if (cfg.scavenge_interval > 0) {
-            ev_timer_init(&w->scavenge, on_scavenge, cfg.scavenge_interval, cfg.scavenge_interval);
-            ev_timer_start(w->loop, &w->scavenge);
-            ev_unref(w->loop);     /* housekeeping does not keep the loop alive */
-        }
-        ev_timer_init(&w->tick, on_tick, TICK, TICK);
-        w->tick.data = w;
-        ev_timer_start(w->loop, &w->tick);
-        ev_unref(w->loop);
         set_accepting(w, true);
         if (pthread_create(&w->thread, NULL, worker_main, w))
             return -1;
     }
     return 0;
 }
+
+long workers_live_conns(void) { return atomic_load(&live_conns); }
 
 void workers_shutdown(void)
 {

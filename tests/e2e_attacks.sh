@@ -17,8 +17,10 @@ PY=/usr/bin/python3
 ATTACK="$PY $(dirname "$0")/h2attack.py"
 head -c $((20 << 20)) /dev/urandom > "$TMP/www/big.bin"
 head -c $((1 << 20)) /dev/urandom > "$TMP/post.bin"
-# Under the sanitizers everything runs several times slower: the latency bound grows.
-P99_MS=50; [ "$SAN" = 1 ] && P99_MS=250
+# The latency bound that tells a starved worker (seconds) from a fair one (the figures,
+# printed, are 5-20 ms here): generous, since this machine's two cores are shared with the
+# attackers and anything else running.  Sanitizers make everything slower.
+P99_MS=250; [ "$SAN" = 1 ] && P99_MS=1000
 
 # Each group runs against a daemon of its own, so that one attack that kills the
 # daemon fails its own tests and not the rest.  Short deadlines make the pinning
@@ -55,10 +57,10 @@ for kind in priority emptydata windowupdate settings ping settingsack; do
 done
 grep '^flood.*healthz' "$TMP/attack.err" | sed 's/^/    /' >&2
 
-# An endless legitimate upload on four connections (h2load, flow control obeyed): the
+# An endless legitimate upload on eight connections (h2load, flow control obeyed): the
 # worker still answers others within the bound (a failed request counts as 5 s).
 group
-timeout 10 h2load -c 4 -m 100 -n 1000000 -d "$TMP/post.bin" "http://127.0.0.1:$PORT/-/echo" >/dev/null 2>&1 & LOAD=$!
+timeout 10 h2load -c 8 -m 100 -n 1000000 -d "$TMP/post.bin" "http://127.0.0.1:$PORT/-/echo" >/dev/null 2>&1 & LOAD=$!
 sleep 0.5
 lat=$(for i in $(seq 1 100); do
         curl -s -o /dev/null -w '%{http_code} %{time_total}\n' --http2-prior-knowledge -m 5 "http://127.0.0.1:$PORT/-/healthz"

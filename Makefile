@@ -32,8 +32,11 @@ endif
 ifeq ($(SAN),fuzz)
 SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+# HTTP/1.1 is parsed by llhttp, compiled from the sources Debian's node-llhttp ships.
+LLHTTP_DIR ?= /usr/share/llhttp
+LLHTTP_INC ?= /usr/share/include/llhttp
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(SANFLAGS) $(DEFS) -pthread \
-              -I$(BUILD)/gen -Ialloc -Icoro -Iserver
+              -I$(BUILD)/gen -Ialloc -Icoro -Iserver -I$(LLHTTP_INC)
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
 SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
 
@@ -51,8 +54,9 @@ CORO_SRC := coro/coro.c coro/switch_ucontext.c
 CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
 CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
 
-SERVER_SRC := $(sort $(wildcard server/*.c))
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o
+SERVER_SRC := $(sort $(wildcard server/*.c server/*/*.c))
+LLHTTP_OBJ := $(BUILD)/obj/llhttp/api.o $(BUILD)/obj/llhttp/http.o $(BUILD)/obj/llhttp/llhttp.o
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o $(LLHTTP_OBJ)
 
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
@@ -89,6 +93,10 @@ $(BUILD)/obj/%.o: %.S $(BUILD)/flags
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj/server/default_conf.o: config/default.conf
+# Third-party, generated C: built as shipped, with our sanitizers but not our warnings.
+$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(CFLAGS) $(SANFLAGS) -w -I$(LLHTTP_INC) -c -o $@ $<
 
 $(BUILD)/libscalloc.a: $(ALLOC_OBJ)
 	rm -f $@ && ar rcs $@ $^

@@ -3,7 +3,7 @@
  * kept, so an idle connection holds no buffer at all. */
 #include <string.h>
 
-#include "h2park.h"
+#include "buf.h"
 #include "scalloc.h"
 
 int buf_reserve(struct buf *b, size_t extra)
@@ -24,6 +24,8 @@ int buf_reserve(struct buf *b, size_t extra)
 
 int buf_append(struct buf *b, const void *p, size_t n)
 {
+    if (!n)
+        return 0;           /* (and no arithmetic on a buffer not yet allocated) */
     if (buf_reserve(b, n))
         return -1;
     memcpy(b->data + b->len, p, n);

@@ -16,7 +16,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "buf.h"
+#include "config.h"
+#include "coro.h"
+#include "log.h"
 #include "scalloc.h"
 
 struct config cfg;
@@ -382,10 +385,10 @@ long config_max_conns(const struct config *c)
 
 /* The most one handler can hold: its stack, its request headers, the request body it
  * has not read (the stream window: body is acknowledged only as it is read), and the
- * response it got ahead of the peer by (STREAM_OUTPUT_MAX), with the stream itself. */
+ * response it got ahead of the peer by (REQUEST_OUTPUT_MAX), with the stream itself. */
 size_t config_handler_worst_bytes(const struct config *c)
 {
-    return c->coro_stack_size + c->max_header_list_size + c->initial_window_size + STREAM_OUTPUT_MAX + 1024;
+    return c->coro_stack_size + c->max_header_list_size + c->initial_window_size + REQUEST_OUTPUT_MAX + 1024;
 }
 
 /* auto: handlers of every worker together may pin at most a quarter of physical memory. */

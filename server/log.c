@@ -17,7 +17,8 @@
 
 #include <stdatomic.h>
 
-#include "h2park.h"
+#include "config.h"
+#include "log.h"
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 static _Atomic int access_fd = -1;

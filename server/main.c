@@ -1,17 +1,25 @@
 /* h2park's entry point: settings in order of precedence (command line > H2PARK_DEBUG >
  * config file > embedded default), the allocator hooks before any library runs, the
- * listening sockets, the workers, and the signals (TERM/INT: graceful stop; HUP: reopen
- * the access log and reload the certificate). */
+ * wiring of the layers (the connection core learns its protocols, the request runtime
+ * its application), the listening sockets, the workers, and the signals (TERM/INT:
+ * graceful stop; HUP: reopen the access log and reload the certificate). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <llhttp.h>
+#include <nghttp2/nghttp2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "app/app.h"
+#include "core/conn.h"
+#include "mem.h"
+#include "proto/detect.h"
+#include "proto/h1.h"
+#include "proto/h2.h"
 #include "scalloc.h"
 
 
@@ -20,8 +28,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: h2park [options]\n"
             "  -c, --config FILE        read FILE instead of the embedded default config\n"
-            "      --listen ADDR:PORT   serve h2c here (repeatable; replaces every configured listen)\n"
-            "      --tls-listen ADDR:PORT  serve h2 over TLS here (repeatable; same)\n"
+            "      --listen ADDR:PORT   serve HTTP/1.1 and h2c here (repeatable; replaces every configured listen)\n"
+            "      --tls-listen ADDR:PORT  serve h2 and HTTP/1.1 over TLS here (repeatable; same)\n"
             "      --cert FILE          TLS certificate chain (PEM)\n"
             "      --key FILE           TLS private key (PEM)\n"
             "      --root DIR           serve static files from DIR\n"
@@ -44,9 +52,18 @@ static void version(void)
     printf("  allocator: scalloc, size-specialized malloc %s%s\n", sc.size_specialized ? "on" : "off",
            sc.size_specialized ? "" : " (-X:nosizespecializedmalloc)");
     printf("  coroutines: %s switch\n", coro_switch_kind());
-    printf("  nghttp2 %s, %s, libev %d.%d\n", nghttp2_version(0)->version_str, OpenSSL_version(OPENSSL_VERSION),
-           ev_version_major(), ev_version_minor());
+    printf("  nghttp2 %s, llhttp %d.%d.%d, %s, libev %d.%d\n", nghttp2_version(0)->version_str, LLHTTP_VERSION_MAJOR,
+           LLHTTP_VERSION_MINOR, LLHTTP_VERSION_PATCH, OpenSSL_version(OPENSSL_VERSION), ev_version_major(),
+           ev_version_minor());
 }
+
+/* After a TLS handshake: the protocol ALPN chose; a client without ALPN speaks HTTP/1.1. */
+static const struct conn_proto *proto_after_tls(const unsigned char *alpn, unsigned len)
+{
+    return len == 2 && !memcmp(alpn, "h2", 2) ? &h2_proto : &h1_proto;
+}
+
+static void tick(ev_tstamp now) { app_tick(now); }
 
 static void config_die(const char *msg)
 {
@@ -172,8 +189,11 @@ int main(int argc, char **argv)
         any_tls |= cfg.listen[i].tls;
     if (any_tls && tls_init(err, sizeof err))
         config_die(err);
-    if (routes_init(err, sizeof err))
+    if (app_init(err, sizeof err))
         config_die(err);
+    conn_protocols.cleartext = &detect_proto;
+    conn_protocols.after_tls = proto_after_tls;
+    worker_tick_hook = tick;
     if (access_log_open(cfg.access_log)) {
         snprintf(err, sizeof err, "access_log %.900s: %s", cfg.access_log, strerror(errno));
         config_die(err);
@@ -205,7 +225,8 @@ int main(int argc, char **argv)
         ev_signal_start(loop, &sigs[i]);
     }
     for (int i = 0; i < cfg.nlisten; i++)
-        log_msg(LOG_INFO, "listening on %s (%s)", cfg.listen[i].text, cfg.listen[i].tls ? "h2 over TLS" : "h2c");
+        log_msg(LOG_INFO, "listening on %s (%s)", cfg.listen[i].text,
+                cfg.listen[i].tls ? "h2 and HTTP/1.1 over TLS" : "HTTP/1.1 and h2c");
     struct sc_config sc;
     sc_get_config(&sc);
     log_msg(LOG_INFO, "h2park %s: %d workers, parking %s (from %s), size-specialized malloc %s, root %s",

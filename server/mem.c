@@ -1,64 +1,16 @@
-/* Routes every library's allocations to the size-class heap: nghttp2 per session (the
- * nghttp2_mem passed at session creation), OpenSSL (CRYPTO_set_mem_functions, which
- * must run before any other OpenSSL call) and libev (ev_set_allocator).  The daemon's
+/* Routes every library's allocations to the size-class heap: OpenSSL
+ * (CRYPTO_set_mem_functions, which must run before any other OpenSSL call) and libev
+ * (ev_set_allocator); nghttp2 gets its own per session (proto/h2.c).  The daemon's
  * memory is then one heap, measured by one set of stats. */
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "h2park.h"
+#include <ev.h>
+
+#include "mem.h"
 #include "scalloc.h"
-
-/* nghttp2 gets a per-connection nghttp2_mem whose user data is the connection, so the
- * connection can know its session's frame buffer: the one 16 KiB+ block the session
- * allocates, which holds nothing between frames and is released while parked
- * (conn_trim_idle). */
-#define FRAMEBUF_MIN (16u << 10)
-
-static void note_framebuf(struct conn *c, void *old, void *p, size_t n)
-{
-    if (c && n >= FRAMEBUF_MIN && (!c->framebuf || c->framebuf == old)) {
-        c->framebuf = p;
-        c->framebuf_size = n;
-    }
-}
-static void *h2_malloc(size_t n, void *ud)
-{
-    void *p = sc_malloc(n);
-    note_framebuf(ud, NULL, p, n);
-    return p;
-}
-static void h2_free(void *p, void *ud)
-{
-    struct conn *c = ud;
-    if (c && p && p == c->framebuf)
-        c->framebuf = NULL;
-    if (c && p && p == c->zeroish)
-        c->zeroish = NULL;
-    sc_free(p);
-}
-/* Other blocks of a page or more (the stream map's table) are only released where a
- * page of them is all zero, which reads back the same after release. */
-static void *h2_calloc(size_t k, size_t n, void *ud)
-{
-    struct conn *c = ud;
-    void *p = sc_calloc(k, n);
-    if (c && p && k * n >= 4096 && !c->zeroish) {
-        c->zeroish = p;
-        c->zeroish_size = k * n;
-    }
-    return p;
-}
-static void *h2_realloc(void *p, size_t n, void *ud)
-{
-    void *q = sc_realloc(p, n);
-    if (q)
-        note_framebuf(ud, p, q, n);
-    return q;
-}
-
-nghttp2_mem h2_mem = { NULL, h2_malloc, h2_free, h2_calloc, h2_realloc };
 
 static void *ssl_malloc(size_t n, const char *file, int line)
 {

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "h2park.h"
+#include "config.h"
+#include "coro.h"
+#include "log.h"
 
 static struct config c;
 static char err[1024];

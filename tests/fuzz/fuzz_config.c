@@ -6,7 +6,11 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "h2park.h"
+#include "app/app.h"
+#include "config.h"
+#include "core/conn.h"
+#include "log.h"
+#include "mem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

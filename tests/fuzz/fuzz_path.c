@@ -11,7 +11,11 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "h2park.h"
+#include "app/app.h"
+#include "config.h"
+#include "core/conn.h"
+#include "log.h"
+#include "mem.h"
 
 static int root_fd = -1;
 static char root[PATH_MAX];

@@ -19,7 +19,12 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "h2park.h"
+#include "app/app.h"
+#include "config.h"
+#include "core/conn.h"
+#include "log.h"
+#include "mem.h"
+#include "proto/detect.h"
 
 static struct worker worker;
 
@@ -58,8 +63,9 @@ void fuzz_daemon_init(void)
     mkdir(sub, 0755);
     write_file(sub, "index.html", 10);
     snprintf(cfg.root, sizeof cfg.root, "%s", root);
-    if (routes_init(err, sizeof err) || access_log_open(""))
+    if (app_init(err, sizeof err) || access_log_open(""))
         abort();
+    conn_protocols.cleartext = &detect_proto;
     workers = &worker;
     nworkers = 1;
     if (worker_init_loop(&worker))

@@ -4,9 +4,9 @@
  *
  * Accepting pauses when max_conns is reached and when accept fails for lack of file
  * descriptors; a short timer resumes it, so neither case spins the loop.  Shutdown
- * arrives through an ev_async: stop accepting, ask every connection for a GOAWAY
- * (parked ones are woken to send it), and leave the loop when the last connection has
- * closed or shutdown_timeout has passed. */
+ * arrives through an ev_async: stop accepting, ask every connection to stop (a GOAWAY,
+ * or a close between requests; parked ones are woken for it), and leave the loop when
+ * the last connection has closed or shutdown_timeout has passed. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "core/conn.h"
 #include "scalloc.h"
 
 #define ACCEPT_BURST 64
@@ -295,7 +295,7 @@ static void on_notify(struct ev_loop *loop, ev_async *a, int revents)
     ev_timer_start(loop, &w->shutdown_deadline);
     for (struct conn *c = w->conns, *next; c; c = next) {
         next = c->next;
-        conn_request_goaway(c);
+        conn_request_shutdown(c);
     }
 }
 

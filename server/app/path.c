@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "app/app.h"
 
 static int hexval(int ch)
 {

@@ -1,11 +1,13 @@
 /* A connection's lifecycle and its socket: creation at accept, the readiness watcher and
  * the one timer, reads and writes (plain or TLS), and teardown.
  *
- * The watcher always waits for readability - that is what wakes a parked connection -
- * and for writability only while output is stuck.  The single timer is set to the
- * nearest of three deadlines: first SETTINGS (preface_timeout), idle with no open stream
- * (idle_timeout), and output stuck (write_timeout); its callback records which one
- * passed and wakes the connection, and the serve loop acts on it. */
+ * The watcher waits for readability while the protocol takes input - that is what
+ * wakes a parked connection - and for writability only while output is stuck.  The
+ * single timer is set to the nearest of four deadlines: a head that is due (the preface
+ * or first SETTINGS, an HTTP/1.1 request head: preface_timeout), idle with no request
+ * (idle_timeout), output stuck (write_timeout), and a forced close; its callback records
+ * which one passed and wakes the connection, and the serve loop acts on it (through the
+ * protocol, which knows what to say: GOAWAY, 408, or nothing). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,10 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "core/conn.h"
 #include "scalloc.h"
 
-enum { TIMEOUT_NONE, TIMEOUT_PREFACE, TIMEOUT_IDLE, TIMEOUT_WRITE, TIMEOUT_STALLED, TIMEOUT_FORCE };
+struct conn_protocols conn_protocols;
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -30,14 +32,14 @@ static ev_tstamp next_deadline(const struct conn *c, int *kind)
 {
     ev_tstamp best = 0;
     *kind = TIMEOUT_NONE;
-    if (!c->settings_seen) {
-        best = c->accepted_at + cfg.preface_timeout;
-        *kind = TIMEOUT_PREFACE;
-    } else if (c->open_streams == 0 && !c->live_handlers && cfg.idle_timeout > 0) {
+    if (c->head_since) {
+        best = c->head_since + cfg.preface_timeout;
+        *kind = TIMEOUT_HEAD;
+    } else if (c->open_requests == 0 && !c->live_handlers && cfg.idle_timeout > 0) {
         best = c->idle_since + cfg.idle_timeout;
         *kind = TIMEOUT_IDLE;
     }
-    if (c->out.len > c->out_off && c->write_blocked_since > 0) {
+    if (conn_out_pending(c) && c->write_blocked_since > 0) {
         ev_tstamp t = c->write_blocked_since + cfg.write_timeout;
         if (!best || t < best) {
             best = t;
@@ -59,7 +61,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         conn_arm_timer(c);
         return;
     }
-    c->timed_out = kind;
+    c->timed_out = (uint8_t)kind;
     conn_wake(c);
 }
 
@@ -93,32 +95,24 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
     c->w = w;
     c->fd = fd;
     c->tls = tls;
-    c->proto = tls ? PROTO_H2 : PROTO_DETECT;
-    c->accepted_at = c->idle_since = c->last_io = ev_now(w->loop);
-    char host[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (sa->sa_family == AF_INET && salen >= sizeof(struct sockaddr_in)) {
-        const struct sockaddr_in *in = (const void *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        port = ntohs(in->sin_port);
-        snprintf(c->peer, sizeof c->peer, "%s:%u", host, port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const void *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        port = ntohs(in6->sin6_port);
-        snprintf(c->peer, sizeof c->peer, "[%s]:%u", host, port);
-    }
+    c->head_since = c->idle_since = c->last_io = ev_now(w->loop);
+    if (salen <= sizeof c->peer)
+        memcpy(&c->peer, sa, salen);
     if (tls) {
         c->ssl = tls_new_ssl(fd);
         if (!c->ssl) {
             sc_free(c);
             return NULL;
         }
+        c->state = CONN_HANDSHAKE;
+    } else {
+        c->state = CONN_OPEN;
+        c->proto = conn_protocols.cleartext;
     }
     worker_conn_opened();
-    ev_io_init(&c->io, on_io, fd, EV_READ);
+    ev_init(&c->io, on_io);
     c->io.data = c;
-    ev_io_start(w->loop, &c->io);
+    conn_watch(c, true, false);
     ev_init(&c->timer, on_timer);
     c->timer.data = c;
     conn_arm_timer(c);
@@ -132,13 +126,48 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
     return c;
 }
 
-void conn_watch_write(struct conn *c, bool want_write)
+/* The one place a connection's life changes: it only goes forward. */
+void conn_set_state(struct conn *c, enum conn_state to)
 {
-    if (c->io_write == want_write)
+    if (to < c->state) {
+        log_msg(LOG_ERROR, "%s: connection state %d to %d", conn_peer(c), c->state, to);
+        abort();
+    }
+    c->state = (uint8_t)to;
+}
+
+int conn_start_proto(struct conn *c, const struct conn_proto *p)
+{
+    c->proto = p;
+    return p->start(c);
+}
+
+const char *conn_peer(const struct conn *c)
+{
+    static __thread char text[64];
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (c->peer.sa.sa_family == AF_INET) {
+        inet_ntop(AF_INET, &c->peer.in.sin_addr, host, sizeof host);
+        snprintf(text, sizeof text, "%s:%u", host, ntohs(c->peer.in.sin_port));
+    } else if (c->peer.sa.sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, host, sizeof host);
+        snprintf(text, sizeof text, "[%s]:%u", host, ntohs(c->peer.in6.sin6_port));
+    } else {
+        snprintf(text, sizeof text, "?");
+    }
+    return text;
+}
+
+void conn_watch(struct conn *c, bool read, bool write)
+{
+    if (c->io_read == read && c->io_write == write && ev_is_active(&c->io))
         return;
-    c->io_write = want_write;
+    c->io_read = read;
+    c->io_write = write;
     ev_io_stop(c->w->loop, &c->io);
-    ev_io_set(&c->io, c->fd, EV_READ | (want_write ? EV_WRITE : 0));
+    if (!read && !write)
+        return;
+    ev_io_set(&c->io, c->fd, (read ? EV_READ : 0) | (write ? EV_WRITE : 0));
     ev_io_start(c->w->loop, &c->io);
 }
 
@@ -218,40 +247,15 @@ blocked:
 void conn_close(struct conn *c)
 {
     struct worker *w = c->w;
-    /* Every handler still running learns that its stream is gone: the handler API then
-     * fails at once instead of waiting, so one more turn ends each of them. */
-    for (int round = 0; c->streams && round < 4; round++) {
-        for (struct stream *s = c->streams; s; s = s->snext) {
-            s->closed = true;
-            s->cancelled = true;
-            if (!s->handler)
-                s->handler_done = true;
-            stream_make_runnable(s);
-        }
-        conn_run_handlers(c);
-    }
-    while (c->streams) {
-        struct stream *s = c->streams;
-        if (s->handler) {
-            log_msg(LOG_WARN, "%s: handler of stream %d ignored its cancellation; dropped", c->peer, s->id);
-            coro_destroy(s->handler);
-            s->handler = NULL;
-            c->live_handlers--;
-            counter_add(&w->n.handler_coroutines, -1);
-        }
-        s->handler_done = true;
-        s->queued = false;
-        stream_release_if_done(s);
-    }
-    c->runnable = c->runnable_tail = NULL;
+    requests_cancel_all(c);
     worker_forget_ready(w, c);
-    if (c->h2)
-        nghttp2_session_del(c->h2);
+    if (c->proto && c->proto->destroy)
+        c->proto->destroy(c);
     /* Closing on our own words (GOAWAY, an error response) to a peer that may still be
      * sending: linger, or a reset could destroy those words before the peer reads them. */
-    bool linger = c->closing && !c->peer_eof;
+    bool linger = c->state == CONN_CLOSING && !c->peer_eof;
     if (c->ssl) {
-        if (linger && c->handshake_done)
+        if (linger && SSL_is_init_finished(c->ssl))
             SSL_shutdown(c->ssl);      /* close_notify, best effort */
         SSL_free(c->ssl);
     }
@@ -276,9 +280,9 @@ void conn_close(struct conn *c)
     }
 }
 
-void conn_request_goaway(struct conn *c)
+void conn_request_shutdown(struct conn *c)
 {
-    c->goaway_pending = true;
+    c->shutdown_asked = true;
     conn_wake(c);
 }
 
@@ -288,44 +292,9 @@ void conn_force_close(struct conn *c)
     conn_wake(c);
 }
 
-/* A stream's deadline passed and the whole connection has moved nothing for as long:
+/* A request's deadline passed and the whole connection has moved nothing for as long:
  * the peer is gone in all but name. */
 void conn_abort_stalled(struct conn *c)
 {
     c->timed_out = TIMEOUT_STALLED;
-}
-
-/* A GOAWAY with code, then close once it is written (at once if not HTTP/2 yet). */
-static bool goaway_then_close(struct conn *c, uint32_t code)
-{
-    if (c->h2)
-        nghttp2_session_terminate_session(c->h2, code);
-    c->closing = true;
-    return !c->h2;
-}
-
-/* What the serve loop does about a passed deadline: true if the connection must close
- * now (after any GOAWAY it queued is written). */
-bool conn_handle_timeout(struct conn *c)
-{
-    int kind = c->timed_out;
-    c->timed_out = TIMEOUT_NONE;
-    switch (kind) {
-    case TIMEOUT_PREFACE:
-        log_msg(LOG_DEBUG, "%s: no SETTINGS within %.0fs, closing", c->peer, cfg.preface_timeout);
-        return goaway_then_close(c, NGHTTP2_SETTINGS_TIMEOUT);
-    case TIMEOUT_IDLE:
-        log_msg(LOG_DEBUG, "%s: idle for %.0fs, GOAWAY", c->peer, cfg.idle_timeout);
-        return goaway_then_close(c, NGHTTP2_NO_ERROR);
-    case TIMEOUT_WRITE:
-        log_msg(LOG_DEBUG, "%s: peer stopped reading for %.0fs, closing", c->peer, cfg.write_timeout);
-        return true;
-    case TIMEOUT_STALLED:
-        log_msg(LOG_DEBUG, "%s: no progress on any stream, GOAWAY", c->peer);
-        return goaway_then_close(c, NGHTTP2_NO_ERROR);
-    case TIMEOUT_FORCE:
-        return true;
-    default:
-        return false;
-    }
 }

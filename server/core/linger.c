@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "core/conn.h"
 #include "scalloc.h"
 
 #define LINGER_TIME 2.0

@@ -1,7 +1,5 @@
-/* TLS: one shared SSL_CTX for h2 with ALPN, swapped whole on SIGHUP.
+/* TLS: one shared SSL_CTX with ALPN (h2, http/1.1), swapped whole on SIGHUP.
  *
- * A client that offers no "h2" gets the no_application_protocol alert, whether it
- * offers other protocols (ALPN callback) or no ALPN at all (client-hello callback).
  * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), no session
  * tickets are sent and no session cache is kept, so an idle TLS connection holds only
  * its SSL object.  Each SSL takes a reference on the SSL_CTX it was made from, so a
@@ -12,39 +10,34 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "h2park.h"
+#include "core/conn.h"
 
 static SSL_CTX *current_ctx;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* h2 if the client offers it, else http/1.1; a client that offers neither (only other
+ * protocols) gets the no_application_protocol alert.  One that offers no ALPN at all
+ * speaks HTTP/1.1. */
 static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
                        unsigned inlen, void *arg)
 {
     (void)ssl, (void)arg;
-    for (unsigned i = 0; i < inlen;) {
-        unsigned n = in[i];
-        if (i + 1 + n > inlen)
-            break;
-        if (n == 2 && !memcmp(in + i + 1, "h2", 2)) {
-            *out = in + i + 1;
-            *outlen = 2;
-            return SSL_TLSEXT_ERR_OK;
+    static const char *const ours[] = { "h2", "http/1.1" };
+    for (int k = 0; k < 2; k++) {
+        size_t want = strlen(ours[k]);
+        for (unsigned i = 0; i < inlen;) {
+            unsigned n = in[i];
+            if (i + 1 + n > inlen)
+                break;
+            if (n == want && !memcmp(in + i + 1, ours[k], n)) {
+                *out = in + i + 1;
+                *outlen = (unsigned char)n;
+                return SSL_TLSEXT_ERR_OK;
+            }
+            i += 1 + n;
         }
-        i += 1 + n;
     }
     return SSL_TLSEXT_ERR_ALERT_FATAL;    /* OpenSSL sends no_application_protocol */
-}
-
-static int require_alpn(SSL *ssl, int *alert, void *arg)
-{
-    (void)arg;
-    const unsigned char *ext;
-    size_t len;
-    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext, &len)) {
-        *alert = SSL_AD_NO_APPLICATION_PROTOCOL;
-        return SSL_CLIENT_HELLO_ERROR;
-    }
-    return SSL_CLIENT_HELLO_SUCCESS;
 }
 
 static void ssl_error_text(char *err, size_t errlen, const char *what, const char *path)
@@ -94,7 +87,6 @@ static SSL_CTX *make_ctx(char *err, size_t errlen)
         return NULL;
     }
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
-    SSL_CTX_set_client_hello_cb(ctx, require_alpn, NULL);
     return ctx;
 }
 

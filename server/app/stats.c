@@ -3,21 +3,30 @@
  * Connection and coroutine counts are summed over the workers' counters, heap figures
  * come from sc_read_stats, RSS from /proc/self/statm; all are cheap enough to serve on
  * every request. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "app/app.h"
+#include "config.h"
+#include "counters.h"
 #include "scalloc.h"
 
+/* Read with open and read, not stdio: a FILE would take memory from libc's malloc on
+ * every request. */
 uint64_t rss_bytes(void)
 {
-    FILE *f = fopen("/proc/self/statm", "re");
+    char text[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = 0;
     unsigned long long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
+    if (sscanf(text, "%llu %llu", &size, &resident) != 2)
+        return 0;
     return resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
@@ -54,7 +63,7 @@ static size_t collect(struct figure *f)
     return k;
 }
 
-size_t stats_json(char *out, size_t cap)
+static size_t stats_json(char *out, size_t cap)
 {
     struct figure f[24];
     size_t k = collect(f), n = 0;
@@ -70,7 +79,7 @@ size_t stats_json(char *out, size_t cap)
     return n < cap ? n : cap - 1;
 }
 
-size_t stats_prometheus(char *out, size_t cap)
+static size_t stats_prometheus(char *out, size_t cap)
 {
     struct figure f[24];
     size_t k = collect(f), n = 0;
@@ -79,3 +88,23 @@ size_t stats_prometheus(char *out, size_t cap)
                               f[i].counter ? "counter" : "gauge", f[i].name, (unsigned long long)f[i].value);
     return n < cap ? n : cap - 1;
 }
+
+static void stats(struct request *r)
+{
+    char text[4096];
+    size_t n = stats_json(text, sizeof text);
+    req_simple(r, 200, "application/json", text, n);
+}
+
+static void metrics(struct request *r)
+{
+    char text[4096];
+    size_t n = stats_prometheus(text, sizeof text);
+    req_simple(r, 200, "text/plain; version=0.0.4", text, n);
+}
+
+const struct route stats_routes[] = {
+    { "/-/stats", M_GET | M_HEAD, stats },
+    { "/metrics", M_GET | M_HEAD, metrics },
+    { NULL, 0, NULL },
+};

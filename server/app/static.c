@@ -1,4 +1,4 @@
-/* Request routing: the built-in routes and static files under root.
+/* Static files under root.
  *
  * Static paths are resolved beneath root by path.c; everything that would leave it is a
  * 404, like a file that is not there.
@@ -23,29 +23,28 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h2park.h"
+#include "app/app.h"
+#include "config.h"
+#include "log.h"
 #include "scalloc.h"
 
-#define MAX_DELAY_MS 60000
-#define ECHO_CHUNK 8192
 #define OPEN_FILES OPEN_FILE_SLOTS
 #define OPEN_FILE_TTL 1.0
 #define SMALL_FILE 16384         /* 256 slots: at most 4 MiB of copies per worker */
 
 static int root_fd = -1;
-static void open_files_sweep(ev_tstamp now);
 
 struct open_file {
     char *path;                /* the decoded request path */
     int fd;
     int refs;                  /* streams sending from fd */
     bool evicted;              /* out of the table: close when the last stream is done */
-    ev_tstamp expires;
+    double expires;
     time_t mtime;
     int64_t size;
     char *content;             /* the whole file if it is small, else NULL */
     const char *type;
-    char length[24], modified[40];
+    char modified[40];
 };
 
 static __thread struct open_file **open_files;  /* OPEN_FILES slots per worker */
@@ -66,21 +65,10 @@ static void open_file_evict(struct open_file *f)
         open_file_free(f);
 }
 
-void open_file_release(struct open_file *f)
+static void open_file_release(struct open_file *f)
 {
     if (--f->refs == 0 && f->evicted)
         open_file_free(f);
-}
-
-int routes_init(char *err, size_t errlen)
-{
-    root_fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0) {
-        snprintf(err, errlen, "root %s: %s", cfg.root, strerror(errno));
-        return -1;
-    }
-    worker_tick_hook = open_files_sweep;
-    return 0;
 }
 
 static const struct { const char *ext, *type; } mime_types[] = {
@@ -104,10 +92,6 @@ static const char *content_type(const char *path)
     return "application/octet-stream";
 }
 
-static void simple_text(struct stream *s, int status, const char *text)
-{
-    h2_simple(s, status, "text/plain; charset=utf-8", text, strlen(text));
-}
 
 static void http_date(time_t t, char *out, size_t cap)
 {
@@ -159,14 +143,13 @@ static int open_file_fill(struct open_file *f, const char *rel)
         f->content = NULL;
     }
     f->type = content_type(path);
-    snprintf(f->length, sizeof f->length, "%lld", (long long)st.st_size);
     http_date(st.st_mtime, f->modified, sizeof f->modified);
     return 0;
 }
 
 /* The cache entry for rel, opened now if it is missing or older than OPEN_FILE_TTL;
  * NULL with *err set (ENOENT, EMFILE, ENFILE, ENOMEM) if there is none. */
-static struct open_file *open_file_get(const char *rel, ev_tstamp now, int *err)
+static struct open_file *open_file_get(const char *rel, double now, int *err)
 {
     *err = ENOMEM;
     if (!open_files && !(open_files = sc_calloc(OPEN_FILES, sizeof *open_files)))
@@ -197,7 +180,7 @@ static struct open_file *open_file_get(const char *rel, ev_tstamp now, int *err)
 }
 
 /* Closes the entries that expired (called every second by the worker). */
-static void open_files_sweep(ev_tstamp now)
+void static_sweep(double now)
 {
     for (unsigned i = 0; open_files && i < OPEN_FILES; i++) {
         struct open_file *f = open_files[i];
@@ -208,138 +191,78 @@ static void open_files_sweep(ev_tstamp now)
     }
 }
 
-static void serve_static(struct stream *s)
+/* An HTTP-date in any of the three forms RFC 9110 section 5.6.7 requires a recipient to
+ * accept: IMF-fixdate, the obsolete RFC 850 form and asctime's.  -1 if none fits. */
+static int64_t parse_http_date(const char *v)
 {
-    if (strcmp(s->method, "GET") && strcmp(s->method, "HEAD")) {
-        struct h2_header h[] = { { "allow", "GET, HEAD" }, { "content-length", "0" } };
-        h2_respond(s, 405, h, 2, false);
-        return;
-    }
-    char rel[2048];
-    if (path_decode(s->path, rel, sizeof rel - 16)) {
-        simple_text(s, 404, "not found\n");
-        return;
-    }
-    int err;
-    struct open_file *f = open_file_get(rel, ev_now(s->c->w->loop), &err);
-    if (!f && err == ENOENT) {
-        simple_text(s, 404, "not found\n");
-        return;
-    }
-    if (!f) {
-        log_rate_limited(LOG_ERROR, &s->c->w->emfile_logged, "cannot open files under root: %s (raise the open-file limit or lower max_conns)",
-                         strerror(err));
-        struct h2_header h[] = { { "retry-after", "1" } };
-        h2_respond(s, 503, h, 1, false);
-        return;
-    }
-    /* A date in the future is no validator (RFC 9110 section 13.1.3): ignored. */
-    if (s->if_modified_since >= 0 && s->if_modified_since <= (int64_t)time(NULL) && f->mtime <= s->if_modified_since) {
-        struct h2_header h[] = { { "last-modified", f->modified } };
-        h2_respond(s, 304, h, 1, false);
-        return;
-    }
-    struct h2_header h[] = {
-        { "content-type", f->type }, { "content-length", f->length }, { "last-modified", f->modified },
-    };
-    s->file = f;
-    s->file_mem = f->content;
-    f->refs++;
-    h2_respond_file(s, 200, h, 3, f->fd, 0, s->head ? 0 : f->size);
-}
-
-static void route_echo(struct stream *s)
-{
-    if (strcmp(s->method, "POST")) {
-        struct h2_header h[] = { { "allow", "POST" }, { "content-length", "0" } };
-        h2_respond(s, 405, h, 2, false);
-        return;
-    }
-    char length[24];
-    struct h2_header h[2] = { { "content-type", "application/octet-stream" }, { "content-length", length } };
-    size_t nh = 1;
-    if (s->content_length >= 0) {
-        snprintf(length, sizeof length, "%lld", (long long)s->content_length);
-        nh = 2;
-    }
-    if (h2_respond(s, 200, h, nh, true))
-        return;
-    char chunk[ECHO_CHUNK];
-    ssize_t n;
-    while ((n = h2_read_body(s, chunk, sizeof chunk)) > 0)
-        if (h2_write(s, chunk, (size_t)n))
-            return;
-    if (n == 0)
-        h2_end(s);
-}
-
-static long query_int(const char *path, const char *key)
-{
-    const char *q = strchr(path, '?');
-    size_t kl = strlen(key);
-    while (q) {
-        q++;
-        if (!strncmp(q, key, kl) && q[kl] == '=') {
-            char *end;
-            long v = strtol(q + kl + 1, &end, 10);
-            if (end != q + kl + 1 && (*end == 0 || *end == '&'))
-                return v;
-            return -1;
+    static const char *const forms[] = { "%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT",
+                                         "%a %b %e %H:%M:%S %Y" };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct tm tm;
+        memset(&tm, 0, sizeof tm);
+        const char *end = strptime(v, forms[i], &tm);
+        if (!end || *end)
+            continue;
+        int64_t t = (int64_t)timegm(&tm);
+        /* RFC 850's two-digit year: one more than 50 years ahead is in the past century. */
+        if (i == 1 && t > (int64_t)time(NULL) + 50ll * 366 * 86400) {
+            tm.tm_year -= 100;
+            t = (int64_t)timegm(&tm);
         }
-        q = strchr(q, '&');
+        return t;
     }
     return -1;
 }
 
-static void route_delay(struct stream *s)
+static void release_file(void *arg) { open_file_release(arg); }
+
+
+void static_serve(struct request *r)
 {
-    long ms = query_int(s->path, "ms");
-    if (ms < 0 || ms > MAX_DELAY_MS) {
-        simple_text(s, 400, "ms must be 0..60000\n");
+    const char *m = req_method(r);
+    if (strcmp(m, "GET") && strcmp(m, "HEAD")) {
+        struct header h[] = { { "allow", "GET, HEAD" } };
+        req_respond(r, 405, h, 1, BODY_NONE);
         return;
     }
-    h2_sleep(s, (double)ms / 1000.0);
-    char text[48];
-    snprintf(text, sizeof text, "waited %ld ms\n", ms);
-    simple_text(s, 200, text);
-}
-
-static void route_stats(struct stream *s, bool prometheus)
-{
-    char text[4096];
-    size_t n = prometheus ? stats_prometheus(text, sizeof text) : stats_json(text, sizeof text);
-    h2_simple(s, 200, prometheus ? "text/plain; version=0.0.4" : "application/json", text, n);
-}
-
-static bool path_is(const char *path, const char *want)
-{
-    size_t l = strlen(want);
-    return !strncmp(path, want, l) && (path[l] == 0 || path[l] == '?');
-}
-
-void route_request(struct stream *s)
-{
-    if (!s->method || !s->path) {
-        simple_text(s, 400, "bad request\n");
+    char rel[2048];
+    if (path_decode(req_target(r), rel, sizeof rel - 16)) {
+        reply_text(r, 404, "not found\n");
         return;
     }
-    if (cfg.builtin_routes) {
-        bool get = !strcmp(s->method, "GET") || !strcmp(s->method, "HEAD");
-        const char *p = s->path;
-        if (path_is(p, "/-/echo"))
-            return route_echo(s);
-        if (path_is(p, "/-/healthz") || path_is(p, "/-/stats") || path_is(p, "/metrics") || path_is(p, "/-/delay")) {
-            if (!get) {
-                struct h2_header h[] = { { "allow", "GET, HEAD" }, { "content-length", "0" } };
-                h2_respond(s, 405, h, 2, false);
-                return;
-            }
-            if (path_is(p, "/-/healthz"))
-                return simple_text(s, 200, "ok");
-            if (path_is(p, "/-/delay"))
-                return route_delay(s);
-            return route_stats(s, path_is(p, "/metrics"));
-        }
+    int err;
+    struct open_file *f = open_file_get(rel, req_now(r), &err);
+    if (!f && err == ENOENT) {
+        reply_text(r, 404, "not found\n");
+        return;
     }
-    serve_static(s);
+    if (!f) {
+        static __thread time_t logged;
+        log_rate_limited(LOG_ERROR, &logged, "cannot open files under root: %s (raise the open-file limit or lower max_conns)",
+                         strerror(err));
+        struct header h[] = { { "retry-after", "1" } };
+        req_respond(r, 503, h, 1, BODY_NONE);
+        return;
+    }
+    /* A date in the future is no validator (RFC 9110 section 13.1.3): ignored. */
+    const char *ims = req_header(r, "if-modified-since");
+    int64_t since = ims ? parse_http_date(ims) : -1;
+    if (since >= 0 && since <= (int64_t)time(NULL) && f->mtime <= since) {
+        struct header h[] = { { "last-modified", f->modified } };
+        req_respond(r, 304, h, 1, BODY_NONE);
+        return;
+    }
+    struct header h[] = { { "content-type", f->type }, { "last-modified", f->modified } };
+    f->refs++;
+    req_respond_file(r, 200, h, 2, f->fd, f->content, 0, f->size, release_file, f);
+}
+
+int static_init(char *err, size_t errlen)
+{
+    root_fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) {
+        snprintf(err, errlen, "root %s: %s", cfg.root, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -1,0 +1,50 @@
+/* The application: the routes h2park serves, written against request.h only.
+ *
+ * Each module offers its routes as a table; routes.c dispatches on them and falls back
+ * to the static files.  No route knows a protocol, and no protocol names a route. */
+#ifndef H2PARK_APP_H
+#define H2PARK_APP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+enum { M_GET = 1, M_HEAD = 2, M_POST = 4 };
+
+struct route {
+    const char *path;              /* matched exactly, the query aside */
+    unsigned methods;              /* M_* */
+    void (*handler)(struct request *r);
+};
+
+extern const struct route builtin_routes[];    /* builtin.c: healthz, echo, delay */
+extern const struct route stats_routes[];      /* stats.c: /-/stats, /metrics */
+
+/* routes.c: the application's entry point (request_set_handler). */
+void app_handle(struct request *r);
+int app_init(char *err, size_t errlen);
+/* Once a second on every worker. */
+void app_tick(double now);
+
+/* static.c */
+int static_init(char *err, size_t errlen);
+void static_serve(struct request *r);
+void static_sweep(double now);
+
+/* path.c: the path part of target, percent-decoded, relative to root (no leading
+ * slash); -1 on a bad escape, a NUL, a "." or ".." segment, or more than cap bytes. */
+int path_decode(const char *target, char *out, size_t cap);
+/* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */
+int path_open_beneath(int root_fd, const char *rel);
+
+/* accesslog.c: one line per request, as it ends (request_log_hook). */
+void access_log_request(const struct request *r);
+
+/* Shared by the routes: a text answer, and an integer from the query. */
+void reply_text(struct request *r, int status, const char *text);
+long query_int(const char *target, const char *key);
+uint64_t rss_bytes(void);
+
+#endif

@@ -1,0 +1,65 @@
+/* The built-in routes: /-/healthz, /-/echo (the request body back, streamed) and
+ * /-/delay?ms=N (an answer after N ms, the handler sleeping meanwhile: a long poll). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/app.h"
+
+#define MAX_DELAY_MS 60000
+#define ECHO_CHUNK 8192
+
+static void healthz(struct request *r) { reply_text(r, 200, "ok"); }
+
+static void echo(struct request *r)
+{
+    struct header h[] = { { "content-type", "application/octet-stream" } };
+    int64_t length = req_content_length(r);
+    if (req_respond(r, 200, h, 1, length >= 0 ? length : BODY_STREAM))
+        return;
+    char chunk[ECHO_CHUNK];
+    ssize_t n;
+    while ((n = req_read_body(r, chunk, sizeof chunk)) > 0)
+        if (req_write(r, chunk, (size_t)n))
+            return;
+    if (n == 0)
+        req_end(r);
+}
+
+long query_int(const char *target, const char *key)
+{
+    const char *q = strchr(target, '?');
+    size_t kl = strlen(key);
+    while (q) {
+        q++;
+        if (!strncmp(q, key, kl) && q[kl] == '=') {
+            char *end;
+            long v = strtol(q + kl + 1, &end, 10);
+            if (end != q + kl + 1 && (*end == 0 || *end == '&'))
+                return v;
+            return -1;
+        }
+        q = strchr(q, '&');
+    }
+    return -1;
+}
+
+static void delay(struct request *r)
+{
+    long ms = query_int(req_target(r), "ms");
+    if (ms < 0 || ms > MAX_DELAY_MS) {
+        reply_text(r, 400, "ms must be 0..60000\n");
+        return;
+    }
+    req_sleep(r, (double)ms / 1000.0);
+    char text[48];
+    snprintf(text, sizeof text, "waited %ld ms\n", ms);
+    reply_text(r, 200, text);
+}
+
+const struct route builtin_routes[] = {
+    { "/-/healthz", M_GET | M_HEAD, healthz },
+    { "/-/echo", M_POST, echo },
+    { "/-/delay", M_GET | M_HEAD, delay },
+    { NULL, 0, NULL },
+};

@@ -1,0 +1,62 @@
+/* Routing: the route tables of the modules, then the static files.
+ *
+ * A path that names a route answers 405 with Allow for a method the route does not take;
+ * the built-in routes go away with builtin_routes = off, and then their paths are looked
+ * up as files like any other. */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "config.h"
+
+static const struct route *const tables[] = { builtin_routes, stats_routes };
+
+static unsigned method_bit(const char *m)
+{
+    return !strcmp(m, "GET") ? M_GET : !strcmp(m, "HEAD") ? M_HEAD : !strcmp(m, "POST") ? M_POST : 0;
+}
+
+static bool path_is(const char *target, const char *want)
+{
+    size_t l = strlen(want);
+    return !strncmp(target, want, l) && (target[l] == 0 || target[l] == '?');
+}
+
+static void method_not_allowed(struct request *r, unsigned methods)
+{
+    char allow[32] = "";
+    static const char *const names[] = { "GET", "HEAD", "POST" };
+    for (int i = 0; i < 3; i++)
+        if (methods & 1u << i)
+            snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s", allow[0] ? ", " : "", names[i]);
+    struct header h[] = { { "allow", allow } };
+    req_respond(r, 405, h, 1, BODY_NONE);
+}
+
+void app_handle(struct request *r)
+{
+    const char *target = req_target(r);
+    for (size_t t = 0; cfg.builtin_routes && t < sizeof tables / sizeof tables[0]; t++)
+        for (const struct route *rt = tables[t]; rt->path; rt++) {
+            if (!path_is(target, rt->path))
+                continue;
+            if (!(rt->methods & method_bit(req_method(r))))
+                return method_not_allowed(r, rt->methods);
+            return rt->handler(r);
+        }
+    static_serve(r);
+}
+
+int app_init(char *err, size_t errlen)
+{
+    request_set_handler(app_handle);
+    request_set_logger(access_log_request);
+    return static_init(err, errlen);
+}
+
+void app_tick(double now) { static_sweep(now); }
+
+void reply_text(struct request *r, int status, const char *text)
+{
+    req_simple(r, status, "text/plain; charset=utf-8", text, strlen(text));
+}

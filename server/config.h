@@ -1,0 +1,67 @@
+/* The daemon's configuration (config.c): one struct, filled from the embedded default,
+ * a config file, H2PARK_DEBUG and the command line, in that order. */
+#ifndef H2PARK_CONFIG_H
+#define H2PARK_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define H2PARK_VERSION "0.2.0"
+#define MAX_LISTEN 16
+#define OPEN_FILE_SLOTS 256           /* each worker's open-file cache (app/static.c) */
+#define REQUEST_OUTPUT_MAX (64u << 10) /* response bytes a handler may get ahead by (request.c) */
+
+struct listen_addr {
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    bool tls;
+    char text[64];
+};
+
+struct config {
+    struct listen_addr listen[MAX_LISTEN];
+    int nlisten;
+    int workers;
+    char root[1024];
+    char cert[1024], key[1024];
+    bool parking;
+    bool builtin_routes;
+    char access_log[1024];
+    int log_level;
+    double preface_timeout, idle_timeout, write_timeout, body_timeout, shutdown_timeout, scavenge_interval;
+    long max_conns;
+    long max_handlers;             /* per worker; 0 = auto (config_max_handlers) */
+    uint32_t max_concurrent_streams;
+    uint32_t max_header_list_size;
+    uint32_t initial_window_size;
+    uint32_t connection_window_size;
+    uint32_t max_resets_per_second;
+    size_t coro_stack_size;
+    bool coro_guard_pages;
+    bool coro_paint;
+    const char *parking_source;   /* which setting decided parking, for the log */
+};
+
+extern struct config cfg;
+extern const char default_conf_text[];
+extern const unsigned default_conf_size;
+
+enum { CONFIG_OK = 0, CONFIG_ERROR = 2 };
+void config_defaults(struct config *c);
+/* Parses text as a config file named name; on error writes "name:line: problem" into err. */
+int config_parse(struct config *c, const char *text, size_t len, const char *name, char *err, size_t errlen);
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
+int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
+/* H2PARK_DEBUG in GODEBUG syntax; unknown keys are reported through warn. */
+int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), char *err, size_t errlen);
+int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err, size_t errlen);
+/* max_conns, with auto resolved against the open-file limit. */
+long config_max_conns(const struct config *c);
+/* max_handlers, with auto resolved against the machine's memory. */
+long config_max_handlers(const struct config *c);
+/* What one handler coroutine can pin at most with these settings, in bytes. */
+size_t config_handler_worst_bytes(const struct config *c);
+
+#endif

@@ -1,0 +1,183 @@
+/* The connection core: workers, connections, the serve loop and parking.
+ *
+ * Ownership, which every file relies on:
+ * - A worker thread owns its libev loop, its listening sockets and every connection it
+ *   accepted; nothing of a connection is touched from another thread.
+ * - A connection is heap state only: socket, SSL, the protocol's state, watcher, timer,
+ *   and buffers that exist only while there is input or output pending.  Its serve
+ *   coroutine (conn->serve) exists only while the serve loop has work or waits for I/O
+ *   with parking off; NULL means parked.  An idle HTTP/1.1 keep-alive connection is
+ *   this struct and nothing else.
+ * - The core knows protocols only through struct conn_proto: it reads, hands the bytes
+ *   to c->proto, runs the handlers that became runnable, asks c->proto for output, and
+ *   writes it.  Which protocol a connection starts with comes from conn_protocols,
+ *   which main sets, so the core names none.
+ * - Requests (request.c) belong to their connection; their handlers run in coroutines
+ *   of their own, resumed only by the serve loop (conn_run_handlers). */
+#ifndef H2PARK_CONN_H
+#define H2PARK_CONN_H
+
+#include <ev.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "buf.h"
+#include "config.h"
+#include "coro.h"
+#include "counters.h"
+#include "log.h"
+
+struct conn;
+struct request;
+
+/* What a protocol front end does for the core.  Every callback runs in the connection's
+ * serve coroutine and must not yield. */
+struct conn_proto {
+    const char *name;                   /* "h2", "h2c", "http/1.1", "detect" */
+    int (*start)(struct conn *c);       /* chosen for c; 0, or -1 to close */
+    /* Bytes from the peer; -1: close once what is queued is written. */
+    int (*feed)(struct conn *c, const char *data, size_t len);
+    /* After the handlers ran: put what is ready to go into c->out.  -1: close now. */
+    int (*send)(struct conn *c);
+    bool (*want_read)(const struct conn *c);     /* take input now (else stop reading) */
+    bool (*want_write)(const struct conn *c);    /* has output it could produce now */
+    bool (*finished)(const struct conn *c);      /* nothing more to do: close once flushed */
+    /* A deadline passed (enum conn_timeout); true: close now. */
+    bool (*timeout)(struct conn *c, int kind);
+    void (*shutdown)(struct conn *c);            /* stop: GOAWAY, or close between requests */
+    void (*destroy)(struct conn *c);             /* free the protocol's state */
+    void (*trim)(struct conn *c);                /* parked a while: give back dead memory */
+};
+
+struct conn_protocols {
+    const struct conn_proto *cleartext;          /* first protocol of a cleartext connection */
+    /* The protocol for a TLS connection given the ALPN it negotiated (NULL, 0 if none). */
+    const struct conn_proto *(*after_tls)(const unsigned char *alpn, unsigned len);
+};
+extern struct conn_protocols conn_protocols;
+
+enum conn_timeout { TIMEOUT_NONE, TIMEOUT_HEAD, TIMEOUT_IDLE, TIMEOUT_WRITE, TIMEOUT_STALLED, TIMEOUT_FORCE };
+
+/* The life of a connection; conn_set_state is the one place it changes. */
+enum conn_state {
+    CONN_HANDSHAKE,     /* TLS handshake in progress */
+    CONN_OPEN,          /* a protocol runs (or, cleartext, is being detected) */
+    CONN_CLOSING,       /* its last words are queued: close once they are written */
+};
+
+struct worker {
+    int id;
+    pthread_t thread;
+    struct ev_loop *loop;
+    int listen_fd[MAX_LISTEN];
+    ev_io listen_io[MAX_LISTEN];
+    ev_async notify;
+    ev_timer accept_pause;
+    ev_timer scavenge;
+    ev_timer shutdown_deadline;
+    ev_timer tick;                 /* housekeeping, once a second */
+    ev_check ready_check;          /* wakes the ready list once per loop iteration */
+    ev_idle ready_idle;            /* active while the list is not empty: poll does not block */
+    bool accepting, shutting_down;
+    struct conn *conns;            /* all connections of this worker */
+    struct conn *ready, *ready_tail;
+    time_t refused_logged, emfile_logged;   /* rate limits for repeated warnings */
+    struct worker_counters n;
+    /* Input is read here and handed on before anything can yield, so one buffer serves
+     * every connection of the worker and none costs coroutine stack. */
+    char rbuf[16384];
+};
+
+extern struct worker *workers;
+/* Runs on every worker once a second (the application's housekeeping). */
+extern void (*worker_tick_hook)(ev_tstamp now);
+
+int workers_listen(char *err, size_t errlen);
+int workers_start(void);
+int worker_init_loop(struct worker *w);
+long workers_live_conns(void);      /* connections and lingering sockets, all workers */
+void workers_shutdown(void);
+void workers_join(void);
+void worker_conn_opened(void);
+void worker_conn_closed(struct worker *w);
+void worker_forget_ready(struct worker *w, struct conn *c);
+/* Shuts fd's write side and drops what the peer still sends for a while (linger.c). */
+void linger_close(struct worker *w, int fd);
+
+struct conn {
+    struct worker *w;
+    struct conn *next, *prev;      /* in w->conns */
+    const struct conn_proto *proto;
+    void *proto_state;             /* the front end's: struct h2_conn, struct h1_conn */
+    SSL *ssl;
+    coro *serve;
+    struct request *requests;      /* every request not yet released */
+    struct request *runnable;      /* handlers ready to run, FIFO */
+    struct request *runnable_tail;
+    struct conn *ready_next;       /* in w->ready while ready is set */
+    struct buf out;                /* bytes for the socket; freed whenever it empties */
+    size_t out_off;
+    struct buf in;                 /* input a protocol keeps for later (detection, HTTP/1.1) */
+    ev_io io;
+    ev_timer timer;
+    ev_tstamp head_since;          /* a head (preface, request head) is due since; 0: none */
+    ev_tstamp idle_since, write_blocked_since, last_io, parked_at;
+    uint32_t open_requests;        /* requests begun and not closed */
+    uint32_t live_handlers;
+    int fd;
+    uint8_t state;                 /* enum conn_state */
+    uint8_t timed_out;             /* enum conn_timeout: which deadline passed */
+    bool tls, peer_eof, in_serve, ready, trimmed;
+    bool io_read, io_write;        /* what io watches for */
+    bool shutdown_asked;           /* the daemon is stopping */
+    bool served_once;              /* a serve coroutine has run for it */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
+};
+
+struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr *sa, socklen_t salen);
+void conn_set_state(struct conn *c, enum conn_state to);
+/* The peer as "addr:port", for logs (formatted per call into a per-thread buffer). */
+const char *conn_peer(const struct conn *c);
+/* Makes the serve loop run soon: resumes a waiting one, or spawns one for a parked one. */
+void conn_wake(struct conn *c);
+void conn_request_shutdown(struct conn *c);
+void conn_arm_timer(struct conn *c);
+void conn_watch(struct conn *c, bool read, bool write);
+ssize_t conn_read(struct conn *c, void *buf, size_t len);
+int conn_flush(struct conn *c);
+void conn_close(struct conn *c);
+void conn_force_close(struct conn *c);
+void conn_abort_stalled(struct conn *c);
+/* Puts c on its worker's ready list: woken once the loop has served the others. */
+void conn_mark_ready(struct conn *c);
+bool conn_may_park(const struct conn *c);
+void conn_trim_idle(struct conn *c);
+void conn_run_handlers(struct conn *c);     /* request.c: runs the runnable handlers */
+void requests_cancel_all(struct conn *c);   /* request.c: the connection is going */
+/* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
+int conn_start_proto(struct conn *c, const struct conn_proto *p);
+static inline size_t conn_out_pending(const struct conn *c) { return c->out.len - c->out_off; }
+
+/* serve.c */
+void *serve_main(void *arg);
+#define SERVE_CLOSED ((void *)1)
+#define SERVE_PARKED ((void *)2)
+
+/* tls.c */
+int tls_init(char *err, size_t errlen);
+int tls_reload(char *err, size_t errlen);
+SSL *tls_new_ssl(int fd);
+bool tls_cipher_adequate(SSL *ssl);
+
+extern volatile int shutting_down;
+
+#endif

@@ -1,0 +1,161 @@
+/* The serve loop: the body of a connection's serve coroutine.
+ *
+ * One step finishes a TLS handshake if one is due, reads what the socket (or OpenSSL)
+ * has and hands it to the protocol, runs the handlers that became runnable, lets the
+ * protocol put their output into conn->out, and writes it, until nothing moves.  Then,
+ * with nothing left to do, the coroutine parks (returns, freeing its stack); with output
+ * stuck, or with parking off, it waits on the connection's watcher by yielding to the
+ * worker loop.  All state lives in the connection, so a step never depends on which
+ * coroutine ran the one before.
+ *
+ * A step's work is bounded, so one connection cannot keep its worker: at most
+ * STEP_READS reads of input and STEP_ROUNDS rounds of handlers, then back to the event
+ * loop, which serves every other ready connection before this one again.  Input left in
+ * the socket wakes it again by itself (libev's watchers are level-triggered); work the
+ * socket does not show - handlers still runnable, output the protocol still has to
+ * produce, bytes OpenSSL decrypted and holds - puts the connection on its worker's ready
+ * list (conn_mark_ready).  A TLS read takes a whole record (its plaintext fits the
+ * 16 KiB buffer), so OpenSSL holds none back between steps in practice. */
+#include <errno.h>
+#include <openssl/err.h>
+#include <string.h>
+
+#include "core/conn.h"
+
+#define STEP_READS 4
+#define STEP_ROUNDS 8
+
+enum step { STEP_CLOSE, STEP_IDLE, STEP_WAIT_READ, STEP_WAIT_WRITE };
+
+static enum step handshake(struct conn *c)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
+        const unsigned char *alpn = NULL;
+        unsigned len = 0;
+        SSL_get0_alpn_selected(c->ssl, &alpn, &len);
+        conn_set_state(c, CONN_OPEN);
+        const struct conn_proto *p = conn_protocols.after_tls(alpn, len);
+        if (!p || conn_start_proto(c, p))
+            return STEP_CLOSE;
+        return STEP_IDLE;
+    }
+    switch (SSL_get_error(c->ssl, r)) {
+    case SSL_ERROR_WANT_READ:
+        return STEP_WAIT_READ;
+    case SSL_ERROR_WANT_WRITE:
+        return STEP_WAIT_WRITE;
+    default:
+        log_msg(LOG_DEBUG, "%s: TLS handshake failed", conn_peer(c));
+        return STEP_CLOSE;
+    }
+}
+
+/* What the serve loop does about a passed deadline: true to close now.  The protocol
+ * says its last words (GOAWAY, 408) and then closes once they are written. */
+static bool handle_timeout(struct conn *c)
+{
+    int kind = c->timed_out;
+    c->timed_out = TIMEOUT_NONE;
+    switch (kind) {
+    case TIMEOUT_WRITE:
+        log_msg(LOG_DEBUG, "%s: peer stopped reading for %.0fs, closing", conn_peer(c), cfg.write_timeout);
+        return true;
+    case TIMEOUT_FORCE:
+        return true;
+    case TIMEOUT_NONE:
+        return false;
+    default:
+        if (c->state != CONN_OPEN || !c->proto)
+            return true;       /* mid-handshake: nothing to say */
+        return c->proto->timeout(c, kind);
+    }
+}
+
+static bool wants_input(const struct conn *c)
+{
+    return !c->peer_eof && c->state == CONN_OPEN && c->proto->want_read(c);
+}
+
+static enum step step(struct conn *c)
+{
+    if (c->timed_out && handle_timeout(c))
+        return STEP_CLOSE;
+    if (c->shutdown_asked) {
+        c->shutdown_asked = false;
+        if (c->state == CONN_HANDSHAKE)
+            return STEP_CLOSE;   /* shutting down, and no protocol to say goodbye in */
+        c->proto->shutdown(c);
+    }
+    if (c->state == CONN_HANDSHAKE) {
+        enum step s = handshake(c);
+        if (s != STEP_IDLE)
+            return s;
+    }
+    char *chunk = c->w->rbuf;
+    int reads = STEP_READS;
+    for (int round = 1;; round++) {
+        bool moved = false;
+        while (reads > 0 && wants_input(c)) {
+            ssize_t n = conn_read(c, chunk, sizeof c->w->rbuf);
+            if (n == 0)
+                break;
+            reads--;
+            moved = true;
+            /* len 0: the peer's end; the protocol decides what is left to do. */
+            if (c->proto->feed(c, chunk, n > 0 ? (size_t)n : 0) < 0) {
+                conn_set_state(c, CONN_CLOSING);
+                break;
+            }
+        }
+        conn_run_handlers(c);
+        size_t before = conn_out_pending(c);
+        if (c->proto->send(c) < 0)
+            return STEP_CLOSE;
+        size_t pending = conn_out_pending(c);
+        if (pending != before || pending)
+            moved = true;         /* produced output, or has output to write now */
+        int f = conn_flush(c);
+        if (f < 0)
+            return STEP_CLOSE;
+        if (f > 0)
+            return STEP_WAIT_WRITE;
+        if (!c->runnable && !moved)
+            break;
+        if (round == STEP_ROUNDS || reads == 0) {
+            /* Budget spent: other connections first.  Input still in the socket brings
+             * this one back by itself; work it does not show needs the ready list. */
+            if (c->runnable || c->proto->want_write(c) || (c->ssl && SSL_pending(c->ssl) > 0))
+                conn_mark_ready(c);
+            break;
+        }
+    }
+    if (c->proto->finished(c))
+        return STEP_CLOSE;
+    return STEP_IDLE;
+}
+
+void *serve_main(void *arg)
+{
+    struct conn *c = arg;
+    c->in_serve = true;
+    c->served_once = true;
+    for (;;) {
+        enum step s = step(c);
+        if (s == STEP_CLOSE) {
+            conn_close(c);
+            return SERVE_CLOSED;
+        }
+        bool read = s == STEP_WAIT_READ || (c->state == CONN_HANDSHAKE ? s != STEP_WAIT_WRITE : wants_input(c));
+        conn_watch(c, read, s == STEP_WAIT_WRITE);
+        conn_arm_timer(c);
+        if (s != STEP_WAIT_WRITE && conn_may_park(c)) {
+            c->in_serve = false;
+            return SERVE_PARKED;
+        }
+        c->in_serve = false;
+        coro_yield(NULL);
+        c->in_serve = true;
+    }
+}

@@ -1,0 +1,21 @@
+/* The workers' counters, summed for /-/stats and /metrics (core/worker.c).  Each is
+ * written by its own worker only and read by anyone with relaxed loads. */
+#ifndef H2PARK_COUNTERS_H
+#define H2PARK_COUNTERS_H
+
+#include <stdint.h>
+
+struct worker_counters {
+    uint64_t conns, parked_conns, serve_coroutines, handler_coroutines;
+    uint64_t conns_total, streams_total, parks_total, respawns_total;
+};
+
+static inline void counter_add(uint64_t *c, int64_t d)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + (uint64_t)d, __ATOMIC_RELAXED);
+}
+
+void workers_sum(struct worker_counters *out);
+extern int nworkers;
+
+#endif

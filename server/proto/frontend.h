@@ -1,0 +1,104 @@
+/* What the protocol front ends share: the request as they fill and drain it, and the
+ * calls the request runtime (request.c) makes back into them.
+ *
+ * A front end creates a request when a head begins (request_init), adds the head's
+ * fields (request_add_header: pseudo-headers :method, :path, :authority first), starts
+ * it (request_start), hands it body (request_body, request_body_end) and pulls its
+ * response (request_out_*), and says when the exchange is over (request_closed).  The
+ * runtime calls the front end through struct request_ops.  A request's life is an enum
+ * with one transition function (request.c):
+ *
+ *   RECEIVING --start--> HANDLING --handler returns--> DRAINING --closed--> DONE
+ *       |                    |                                              ^
+ *       +---closed-----------+--closed--> ORPHANED --handler returns--------+
+ */
+#ifndef H2PARK_FRONTEND_H
+#define H2PARK_FRONTEND_H
+
+#include "core/conn.h"
+#include "request.h"
+
+struct request_ops {
+    /* The response head is ready (status, resp headers, out_length): send it. */
+    int (*respond)(struct request *r);
+    /* More response body is ready, or its end. */
+    void (*output_ready)(struct request *r);
+    /* The handler read n bytes of body (HTTP/2 opens the window by as much). */
+    void (*consumed)(struct request *r, size_t n);
+    /* The handler waits for body that has not come (HTTP/1.1 sends 100 Continue). */
+    void (*body_wanted)(struct request *r);
+    /* A deadline passed: abandon the exchange (RST_STREAM(CANCEL); HTTP/1.1 closes). */
+    void (*cancel)(struct request *r);
+    /* Handler done and exchange over: free the front end's part and r itself. */
+    void (*release)(struct request *r);
+};
+
+enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DONE };
+enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
+
+struct request {
+    struct conn *c;
+    const struct request_ops *ops;
+    const char *protocol;
+    struct request *next, *prev;          /* in c->requests */
+    struct request *next_runnable;
+    coro *handler;
+    uint8_t state;                        /* enum req_state */
+    uint8_t wait;                         /* enum req_wait */
+    bool queued;                          /* in c->runnable */
+    bool too_large;                       /* the head passed max_header_list_size */
+    bool body_eof;                        /* the request body ended */
+    bool responded, out_eof, sent_all;    /* head submitted; body ended; all of it sent */
+    /* The head: name\0value\0 pairs, pseudo-headers first. */
+    struct buf hdr;
+    const char *method, *target, *authority;
+    uint32_t nfields, header_bytes;
+    int64_t content_length;
+    struct buf body;                      /* received, not yet read by the handler */
+    size_t body_off;
+    /* The response: status, headers (name\0value\0 pairs), and the body's source. */
+    int status;
+    struct buf resp;
+    uint32_t nresp;
+    int64_t out_length;                   /* >= 0, BODY_STREAM or BODY_NONE */
+    struct buf outb;                      /* written by the handler, not yet sent */
+    size_t outb_off;
+    int file_fd;                          /* a file body, or -1 */
+    const char *file_mem;                 /* ... read from this copy instead */
+    int64_t file_off, file_left;
+    void (*release)(void *);              /* called once file_fd/file_mem are done with */
+    void *release_arg;
+    uint64_t bytes_sent;
+    ev_timer timer;                       /* the nearest of wake_at and the deadlines */
+    ev_tstamp wake_at;                    /* when req_sleep ends, or 0 */
+    ev_tstamp in_progress;                /* request body last arrived or was all read */
+    ev_tstamp out_progress;               /* response data last went out or became ready */
+    ev_tstamp started;
+};
+
+void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol);
+/* One field of the head; false once the head is over max_header_list_size (the rest
+ * is dropped and the handler answers 431). */
+bool request_add_header(struct request *r, const char *name, size_t nlen, const char *value, size_t vlen);
+/* The head is complete: run the handler.  -1 if refused (max_handlers) or no memory;
+ * the front end then refuses the request (REFUSED_STREAM, 503). */
+int request_start(struct request *r);
+int request_body(struct request *r, const char *data, size_t len);
+void request_body_end(struct request *r);
+/* The exchange is over for the protocol (stream closed, response sent, connection
+ * going): a handler still running learns it at its next call. */
+void request_closed(struct request *r);
+/* The response's body for the front end: bytes available now (a file's remaining
+ * bytes count as available), and taking them. */
+size_t request_out_avail(const struct request *r);
+int request_out_take(struct request *r, char *dst, size_t n);
+bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
+void request_sent_all(struct request *r);             /* the last byte went out */
+void request_arm_timer(struct request *r);
+
+/* Appended to the access log when the exchange ends (set by the application). */
+extern void (*request_log_hook)(const struct request *r);
+
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+#endif

@@ -1,0 +1,718 @@
+/* The HTTP/1.1 front end: llhttp parses (Node's parser, compiled from Debian's
+ * node-llhttp sources), this file turns its callbacks into requests and their responses
+ * into bytes.
+ *
+ * One request at a time per connection, answered in order: when a message is complete
+ * the parser pauses until its response has gone, so pipelined requests wait in conn->in
+ * (at most H1_IN_MAX bytes; past that the connection stops reading).  A request body is
+ * handed to the handler as it comes, at most H1_BODY_MAX bytes ahead of it: the parser
+ * is fed no more than the room left, and the connection stops reading meanwhile - the
+ * TCP window is HTTP/1.1's flow control.  A response whose length is known goes out with
+ * Content-Length, one written piece by piece chunked (close-delimited for HTTP/1.0).
+ * A response that is complete before its request body closes the connection if the body
+ * may never come (Expect: 100-continue unanswered), else the rest of the body is read
+ * and dropped (H1_DISCARD_MAX at most).
+ *
+ * Between requests the connection holds no parser and no buffer: the state below is
+ * allocated when bytes arrive and freed when a response is done with nothing queued,
+ * so an idle keep-alive connection is its struct conn alone, and it parks.
+ *
+ * Hostile input (RFC 9112): llhttp already refuses Transfer-Encoding with
+ * Content-Length, repeated Content-Length, bare CR and bad chunk sizes; this file adds
+ * what llhttp lets through - obs-fold, whitespace in or before a field name, control
+ * characters in a value, a missing or repeated Host, a transfer coding other than
+ * chunked (501) - and the limits: 431 for a head over max_header_list_size, 414 for a
+ * target over H1_TARGET_MAX, 408 for a head not complete within preface_timeout.  Every
+ * error answers and closes the connection (lingering, so the answer arrives). */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <llhttp.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "proto/frontend.h"
+#include "proto/h1.h"
+#include "proto/h2.h"
+#include "scalloc.h"
+
+#define H1_IN_MAX (64u << 10)
+#define H1_BODY_MAX (64u << 10)
+#define H1_DISCARD_MAX (1u << 20)
+#define H1_TARGET_MAX 8192
+#define OUT_HIGH (64u << 10)
+#define OUT_CHUNK (64u << 10)
+
+enum h1_phase {
+    H1_IDLE,        /* between messages */
+    H1_HEAD,        /* a head is arriving */
+    H1_BODY,        /* its handler runs; body may still arrive */
+    H1_WAIT,        /* the message is complete, its response is not: parser paused */
+    H1_DISCARD,     /* the response is done, the rest of the body is dropped */
+};
+
+struct h1_request {
+    struct request r;
+    bool head_sent, chunked;
+    bool expect_continue, continue_sent;
+};
+
+struct h1_conn {
+    llhttp_t parser;
+    struct h1_request *cur;        /* being received or answered */
+    struct buf field, value, target;
+    uint32_t head_bytes;
+    size_t discarded;
+    uint8_t phase;                 /* enum h1_phase */
+    bool value_done;               /* a value ended and no field began since: more is obs-fold */
+    bool host_seen, close_after, upgrading;
+    int error;                     /* the status a bad head gets */
+};
+
+static const llhttp_settings_t *parser_settings(void);
+extern const struct request_ops h1_request_ops;
+
+static struct h1_conn *H(const struct conn *c) { return c->proto_state; }
+static struct h1_request *R(struct request *r) { return container_of(r, struct h1_request, r); }
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+static struct h1_conn *state(struct conn *c)
+{
+    struct h1_conn *h = H(c);
+    if (!h && (h = sc_calloc(1, sizeof *h))) {
+        llhttp_init(&h->parser, HTTP_REQUEST, parser_settings());
+        h->parser.data = c;
+        c->proto_state = h;
+    }
+    return h;
+}
+
+/* Nothing in progress and nothing queued: give the memory back. */
+static void maybe_free_state(struct conn *c)
+{
+    struct h1_conn *h = H(c);
+    if (!h || h->cur || h->phase != H1_IDLE || c->in.len)
+        return;
+    buf_free(&h->field);
+    buf_free(&h->value);
+    buf_free(&h->target);
+    sc_free(h);
+    c->proto_state = NULL;
+    buf_free(&c->in);
+}
+
+/* A bad head, or one that cannot be served: a short answer, then close. */
+static void error_response(struct conn *c, int status)
+{
+    struct h1_conn *h = H(c);
+    char text[512];
+    int n = snprintf(text, sizeof text,
+                     "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n%s\n",
+                     status, reason(status), strlen(reason(status)) + 1, reason(status));
+    buf_append(&c->out, text, (size_t)n);
+    log_msg(LOG_DEBUG, "%s: HTTP/1.1 %d", conn_peer(c), status);
+    if (h && h->cur) {
+        struct h1_request *r = h->cur;
+        h->cur = NULL;
+        request_closed(&r->r);
+    }
+    if (h)
+        h->phase = H1_IDLE;
+    c->head_since = 0;
+    conn_set_state(c, CONN_CLOSING);
+}
+
+/* ---- the head, from llhttp's callbacks ---- */
+
+static bool tchar(int ch) { return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch)); }
+
+static int fail(llhttp_t *p, int status)
+{
+    struct h1_conn *h = H(p->data);
+    if (!h->error)
+        h->error = status;
+    return -1;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    struct conn *c = p->data;
+    struct h1_conn *h = H(c);
+    struct h1_request *r = sc_calloc(1, sizeof *r);
+    if (!r)
+        return fail(p, 503);
+    request_init(&r->r, c, &h1_request_ops, "http/1.1");
+    h->cur = r;
+    h->phase = H1_HEAD;
+    h->head_bytes = 0;
+    h->host_seen = false;
+    h->value_done = false;
+    h->target.len = h->field.len = h->value.len = 0;
+    c->head_since = ev_now(c->w->loop);
+    return 0;
+}
+
+static int add_span(llhttp_t *p, struct buf *b, const char *at, size_t n)
+{
+    struct h1_conn *h = H(p->data);
+    h->head_bytes += (uint32_t)n;
+    if (h->head_bytes > cfg.max_header_list_size)
+        return fail(p, 431);
+    return buf_append(b, at, n) ? fail(p, 503) : 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n)
+{
+    struct h1_conn *h = H(p->data);
+    if (h->target.len + n > H1_TARGET_MAX)
+        return fail(p, 414);
+    return add_span(p, &h->target, at, n);
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+    struct h1_conn *h = H(p->data);
+    h->value_done = false;
+    return add_span(p, &h->field, at, n);
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    struct h1_conn *h = H(p->data);
+    if (h->value_done)
+        return fail(p, 400);       /* obs-fold: a value continued on the next line */
+    return add_span(p, &h->value, at, n);
+}
+
+static bool list_has(const char *list, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *s = list; *s;) {
+        while (*s == ' ' || *s == '\t' || *s == ',')
+            s++;
+        const char *e = s;
+        while (*e && *e != ',')
+            e++;
+        const char *t = e;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - s) == tl && !strncasecmp(s, token, tl))
+            return true;
+        s = e;
+    }
+    return false;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    struct conn *c = p->data;
+    struct h1_conn *h = H(c);
+    h->value_done = true;
+    char *name = h->field.data, *value = h->value.data ? h->value.data : "";
+    size_t nl = h->field.len, vl = h->value.len;
+    if (!nl)
+        return fail(p, 400);
+    for (size_t i = 0; i < nl; i++) {
+        if (!tchar((unsigned char)name[i]))
+            return fail(p, 400);   /* whitespace or worse in a field name */
+        name[i] = (char)tolower((unsigned char)name[i]);
+    }
+    while (vl && (value[vl - 1] == ' ' || value[vl - 1] == '\t'))
+        vl--;
+    for (size_t i = 0; i < vl; i++) {
+        unsigned char ch = (unsigned char)value[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return fail(p, 400);
+    }
+    struct h1_request *r = h->cur;
+    if (nl == 4 && !memcmp(name, "host", 4)) {
+        if (h->host_seen)
+            return fail(p, 400);   /* RFC 9112 3.2: more than one Host */
+        h->host_seen = true;
+    }
+    if (nl == 6 && !memcmp(name, "expect", 6)) {
+        if (vl != 12 || strncasecmp(value, "100-continue", 12))
+            return fail(p, 417);
+        r->expect_continue = true;
+    }
+    if (!request_add_header(&r->r, name, nl, value, vl))
+        return fail(p, 431);
+    if (nl == 17 && !memcmp(name, "transfer-encoding", 17) && (vl != 7 || strncasecmp(value, "chunked", 7)))
+        return fail(p, 501);       /* the only transfer coding h2park decodes */
+    h->field.len = h->value.len = 0;
+    return 0;
+}
+
+static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
+{
+    if (c->ssl)
+        return false;              /* h2c is for cleartext; over TLS ALPN chooses */
+    const char *upgrade = req_header(&r->r, "upgrade"), *connection = req_header(&r->r, "connection");
+    const char *settings = req_header(&r->r, "http2-settings");
+    return upgrade && connection && settings && list_has(upgrade, "h2c") && list_has(connection, "upgrade") &&
+           list_has(connection, "http2-settings");
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    struct conn *c = p->data;
+    struct h1_conn *h = H(c);
+    struct h1_request *r = h->cur;
+    if (h->error)
+        return -1;
+    const char *method = llhttp_method_name((llhttp_method_t)llhttp_get_method(p));
+    if (p->method == HTTP_CONNECT)
+        return fail(p, 405);
+    if (p->http_major == 1 && p->http_minor >= 1 && !h->host_seen)
+        return fail(p, 400);       /* RFC 9112 3.2: Host is required */
+    if (!h->target.len || (h->target.data[0] != '/' && strcmp(method, "OPTIONS")))
+        return fail(p, 400);
+    const char *host = req_header(&r->r, "host");
+    if (!request_add_header(&r->r, ":method", 7, method, strlen(method)) ||
+        !request_add_header(&r->r, ":path", 5, h->target.data, h->target.len) ||
+        !request_add_header(&r->r, ":authority", 10, host ? host : "", host ? strlen(host) : 0))
+        return fail(p, 431);
+    bool has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
+    if (p->upgrade) {
+        if (h2c_upgrade_asked(c, r) && !has_body) {
+            h->upgrading = true;
+            return HPE_PAUSED;
+        }
+        p->upgrade = 0;            /* any other upgrade is ignored (RFC 9110 7.8) */
+    }
+    if (!llhttp_should_keep_alive(p))
+        h->close_after = true;
+    c->head_since = 0;
+    h->phase = H1_BODY;
+    buf_free(&h->field);
+    buf_free(&h->value);
+    buf_free(&h->target);
+    if (!has_body)
+        r->r.body_eof = true;
+    if (request_start(&r->r))
+        return fail(p, 503);
+    return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    struct h1_conn *h = H(p->data);
+    if (h->phase == H1_DISCARD) {
+        h->discarded += n;
+        return h->discarded > H1_DISCARD_MAX ? fail(p, 413) : 0;
+    }
+    return request_body(&h->cur->r, at, n) ? fail(p, 503) : 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    struct conn *c = p->data;
+    struct h1_conn *h = H(c);
+    if (h->phase == H1_DISCARD) {
+        h->phase = H1_IDLE;        /* answered already: on to the next request */
+        return 0;
+    }
+    request_body_end(&h->cur->r);
+    h->phase = H1_WAIT;
+    return HPE_PAUSED;             /* the next request waits for this response */
+}
+
+static const llhttp_settings_t *parser_settings(void)
+{
+    static llhttp_settings_t s;
+    static bool done;
+    if (!done) {
+        llhttp_settings_init(&s);
+        s.on_message_begin = on_message_begin;
+        s.on_url = on_url;
+        s.on_header_field = on_header_field;
+        s.on_header_value = on_header_value;
+        s.on_header_value_complete = on_header_value_complete;
+        s.on_headers_complete = on_headers_complete;
+        s.on_body = on_body;
+        s.on_message_complete = on_message_complete;
+        done = true;
+    }
+    return &s;
+}
+
+/* ---- Upgrade: h2c ---- */
+
+static int b64url_value(int ch)
+{
+    if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+    if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+    if (ch == '-' || ch == '+') return 62;
+    if (ch == '_' || ch == '/') return 63;
+    return -1;
+}
+
+static ssize_t b64url_decode(const char *in, uint8_t *out, size_t cap)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    for (; *in && *in != '='; in++) {
+        int v = b64url_value((unsigned char)*in);
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n == cap)
+                return -1;
+            out[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* The head asked for h2c: 101, then HTTP/2 on this connection with the request as
+ * stream 1, and what followed the head (the client's preface) handed to it. */
+static int upgrade(struct conn *c, const char *rest, size_t len)
+{
+    struct h1_conn *h = H(c);
+    struct h1_request *r = h->cur;
+    uint8_t settings[512];
+    ssize_t n = b64url_decode(req_header(&r->r, "http2-settings"), settings, sizeof settings);
+    if (n < 0 || n % 6) {
+        error_response(c, 400);
+        return 0;
+    }
+    static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n";
+    if (buf_append(&c->out, switching, sizeof switching - 1))
+        return -1;
+    struct buf head = r->r.hdr;
+    r->r.hdr = (struct buf){ 0 };
+    h->cur = NULL;
+    request_closed(&r->r);
+    struct buf in = c->in;        /* rest points into it, or into the read buffer */
+    c->in = (struct buf){ 0 };
+    h->phase = H1_IDLE;
+    maybe_free_state(c);
+    int rc = h2_start_upgraded(c, settings, (size_t)n, &head);
+    buf_free(&head);
+    if (!rc)
+        rc = h2_feed_upgraded(c, rest, len);
+    buf_free(&in);
+    return rc;
+}
+
+/* ---- input ---- */
+
+static size_t body_room(const struct h1_conn *h)
+{
+    if (h->phase != H1_BODY)
+        return SIZE_MAX;
+    size_t held = h->cur->r.body.len - h->cur->r.body_off;
+    return held < H1_BODY_MAX ? H1_BODY_MAX - held : 0;
+}
+
+/* Parses from p as far as the state allows; *used is how much it took.  -1: close now. */
+static int parse(struct conn *c, const char *p, size_t n, size_t *used)
+{
+    struct h1_conn *h = H(c);
+    *used = 0;
+    while (n && h->phase != H1_WAIT && c->state == CONN_OPEN) {
+        size_t give = n < body_room(h) ? n : body_room(h);
+        if (!give)
+            break;
+        llhttp_errno_t err = llhttp_execute(&h->parser, p, give);
+        size_t took = err == HPE_OK ? give : (size_t)(llhttp_get_error_pos(&h->parser) - p);
+        *used += took;
+        p += took;
+        n -= took;
+        if (err == HPE_OK)
+            continue;
+        if (err == HPE_PAUSED && h->upgrading) {
+            *used += n;               /* the rest belongs to HTTP/2 */
+            return upgrade(c, p, n);
+        }
+        if (err == HPE_PAUSED) {      /* a message is complete: answer it first */
+            llhttp_resume(&h->parser);
+            break;
+        }
+        log_msg(LOG_DEBUG, "%s: HTTP/1.1: %s", conn_peer(c), llhttp_get_error_reason(&h->parser));
+        error_response(c, h->error ? h->error : 400);
+        *used += n;
+        return 0;
+    }
+    return 0;
+}
+
+/* Parses what waits in conn->in, keeping the rest. */
+static int parse_queued(struct conn *c)
+{
+    if (!c->in.len)
+        return 0;
+    size_t used;
+    int rc = parse(c, c->in.data, c->in.len, &used);
+    if (rc || c->proto != &h1_proto)
+        return rc;
+    if (used == c->in.len) {
+        buf_free(&c->in);
+    } else if (used) {
+        memmove(c->in.data, c->in.data + used, c->in.len - used);
+        c->in.len -= used;
+    }
+    return 0;
+}
+
+static int h1_feed(struct conn *c, const char *data, size_t len)
+{
+    struct h1_conn *h = state(c);
+    if (!h)
+        return -1;
+    if (!len) {
+        /* The peer's end: a complete request still gets its answer; anything less is
+         * abandoned. */
+        if (h->phase == H1_WAIT)
+            h->close_after = true;
+        else if (h->phase != H1_IDLE || c->in.len)
+            conn_set_state(c, CONN_CLOSING);
+        return 0;
+    }
+    if (c->in.len)
+        return buf_append(&c->in, data, len) ? -1 : parse_queued(c);
+    size_t used;
+    if (parse(c, data, len, &used))
+        return -1;
+    if (c->proto == &h1_proto && used < len && c->state == CONN_OPEN && buf_append(&c->in, data + used, len - used))
+        return -1;
+    maybe_free_state(c);
+    return 0;
+}
+
+/* ---- output ---- */
+
+static bool bodiless(int status) { return status < 200 || status == 204 || status == 304; }
+
+static int write_head(struct conn *c, struct h1_request *r)
+{
+    struct h1_conn *h = H(c);
+    struct request *q = &r->r;
+    bool http10 = h->parser.http_major == 1 && h->parser.http_minor == 0;
+    char line[256];
+    int n = snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", q->status % 1000, reason(q->status));
+    if (buf_append(&c->out, line, (size_t)n))
+        return -1;
+    for (size_t off = 0; off < q->resp.len;) {
+        const char *name = q->resp.data + off, *value = name + strlen(name) + 1;
+        off = (size_t)(value - q->resp.data) + strlen(value) + 1;
+        if (buf_append(&c->out, name, strlen(name)) || buf_append(&c->out, ": ", 2) ||
+            buf_append(&c->out, value, strlen(value)) || buf_append(&c->out, "\r\n", 2))
+            return -1;
+    }
+    n = 0;
+    if (bodiless(q->status)) {
+        /* no length: there is no body */
+    } else if (q->out_length >= 0) {
+        n = snprintf(line, sizeof line, "content-length: %lld\r\n", (long long)q->out_length);
+    } else if (q->out_length == BODY_NONE) {
+        n = snprintf(line, sizeof line, "content-length: 0\r\n");
+    } else if (http10) {
+        h->close_after = true;        /* the end of the body is the end of the connection */
+    } else {
+        r->chunked = !req_is_head(q);     /* a HEAD answer announces it and sends nothing */
+        n = snprintf(line, sizeof line, "transfer-encoding: chunked\r\n");
+    }
+    if (n && buf_append(&c->out, line, (size_t)n))
+        return -1;
+    if (c->shutdown_asked || (r->expect_continue && !r->continue_sent && !q->body_eof))
+        h->close_after = true;        /* the body may never come: this exchange is the last */
+    if (h->close_after)
+        n = snprintf(line, sizeof line, "connection: close\r\n\r\n");
+    else
+        n = snprintf(line, sizeof line, "%s\r\n", http10 ? "connection: keep-alive\r\n" : "");
+    r->head_sent = true;
+    return buf_append(&c->out, line, (size_t)n);
+}
+
+static int write_body(struct conn *c, struct h1_request *r)
+{
+    size_t avail;
+    while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {
+        size_t n = avail < OUT_CHUNK ? avail : OUT_CHUNK;
+        char size[24];
+        int sl = r->chunked ? snprintf(size, sizeof size, "%zx\r\n", n) : 0;
+        if (buf_reserve(&c->out, (size_t)sl + n + 2))
+            return -1;
+        memcpy(c->out.data + c->out.len, size, (size_t)sl);
+        if (request_out_take(&r->r, c->out.data + c->out.len + sl, n))
+            return -1;
+        c->out.len += (size_t)sl + n;
+        if (r->chunked)
+            buf_append(&c->out, "\r\n", 2);
+    }
+    return 0;
+}
+
+/* The response's last byte is queued: on to the next request, or the end. */
+static int response_done(struct conn *c)
+{
+    struct h1_conn *h = H(c);
+    struct h1_request *r = h->cur;
+    h->cur = NULL;
+    request_sent_all(&r->r);
+    if (h->phase == H1_BODY)
+        h->phase = H1_DISCARD;        /* answered before the body ended: drop the rest */
+    else
+        h->phase = H1_IDLE;
+    request_closed(&r->r);
+    if (h->close_after) {
+        conn_set_state(c, CONN_CLOSING);
+        return 0;
+    }
+    return parse_queued(c);
+}
+
+static int h1_send(struct conn *c)
+{
+    struct h1_conn *h = H(c);
+    if (!h || !h->cur || !h->cur->r.responded || c->state != CONN_OPEN)
+        return 0;
+    struct h1_request *r = h->cur;
+    if (!r->head_sent && write_head(c, r))
+        return -1;
+    if (write_body(c, r))
+        return -1;
+    if (request_out_finished(&r->r) && !r->r.sent_all) {
+        if (r->chunked && buf_append(&c->out, "0\r\n\r\n", 5))
+            return -1;
+        if (response_done(c))
+            return -1;
+    }
+    if (c->proto == &h1_proto)
+        maybe_free_state(c);
+    return 0;
+}
+
+static bool h1_want_read(const struct conn *c)
+{
+    const struct h1_conn *h = H(c);
+    if (c->state != CONN_OPEN || c->in.len >= H1_IN_MAX)
+        return false;
+    return !h || body_room(h) > 0;
+}
+
+static bool h1_want_write(const struct conn *c)
+{
+    const struct h1_conn *h = H(c);
+    if (!h || !h->cur || !h->cur->r.responded)
+        return false;
+    const struct request *r = &h->cur->r;
+    return !h->cur->head_sent || request_out_avail(r) > 0 || (r->out_eof && !r->sent_all);
+}
+
+static bool h1_finished(const struct conn *c)
+{
+    const struct h1_conn *h = H(c);
+    if (c->state == CONN_CLOSING)
+        return true;                  /* its last words are in conn->out */
+    return c->peer_eof && (!h || (!h->cur && h->phase == H1_IDLE));
+}
+
+static bool h1_timeout(struct conn *c, int kind)
+{
+    struct h1_conn *h = H(c);
+    if (kind == TIMEOUT_HEAD && h && h->phase == H1_HEAD) {
+        error_response(c, 408);
+        return false;
+    }
+    return true;                      /* idle keep-alive, nothing begun, or stalled */
+}
+
+/* Stopping: a request being handled is answered first (Connection: close); one whose
+ * head is still arriving, or none at all, ends the connection at once. */
+static void h1_shutdown(struct conn *c)
+{
+    struct h1_conn *h = H(c);
+    if (!h || h->phase == H1_IDLE || h->phase == H1_HEAD)
+        conn_set_state(c, CONN_CLOSING);
+    else
+        h->close_after = true;
+}
+
+static void h1_destroy(struct conn *c)
+{
+    struct h1_conn *h = H(c);
+    if (!h)
+        return;
+    buf_free(&h->field);
+    buf_free(&h->value);
+    buf_free(&h->target);
+    sc_free(h);
+    c->proto_state = NULL;
+}
+
+static int h1_start(struct conn *c)
+{
+    (void)c;
+    return 0;
+}
+
+const struct conn_proto h1_proto = {
+    .name = "http/1.1", .start = h1_start, .feed = h1_feed, .send = h1_send, .want_read = h1_want_read,
+    .want_write = h1_want_write, .finished = h1_finished, .timeout = h1_timeout, .shutdown = h1_shutdown,
+    .destroy = h1_destroy,
+};
+
+/* ---- the request's side ---- */
+
+static int request_respond(struct request *r)
+{
+    (void)r;
+    return 0;                         /* the head is written by h1_send, in order */
+}
+
+static void request_output_ready(struct request *r) { (void)r; }
+static void request_consumed(struct request *r, size_t n) { (void)r, (void)n; }
+
+static void request_body_wanted(struct request *q)
+{
+    struct h1_request *r = R(q);
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (r->expect_continue && !r->continue_sent && !q->responded && buf_append(&q->c->out, cont, sizeof cont - 1) == 0)
+        r->continue_sent = true;
+}
+
+static void request_cancel(struct request *r) { conn_force_close(r->c); }
+static void request_release(struct request *r) { sc_free(R(r)); }
+
+const struct request_ops h1_request_ops = {
+    .respond = request_respond, .output_ready = request_output_ready, .consumed = request_consumed,
+    .body_wanted = request_body_wanted, .cancel = request_cancel, .release = request_release,
+};

@@ -1,0 +1,734 @@
+/* The HTTP/2 front end: a connection's nghttp2 session, its callbacks, and its streams
+ * as requests.
+ *
+ * Everything here runs inside the serve coroutine (nghttp2 calls back from
+ * nghttp2_session_mem_recv and nghttp2_session_send), so it may touch the connection
+ * freely but never yields.  Output goes into conn->out, which the serve loop writes to
+ * the socket; the callbacks refuse more (NGHTTP2_ERR_WOULDBLOCK) once it holds OUT_HIGH
+ * bytes, which keeps a slow reader from growing it.  DATA payloads use
+ * NGHTTP2_DATA_FLAG_NO_COPY: nghttp2 frames them and send_data copies the payload once,
+ * straight from the file or the handler's output into conn->out, instead of twice
+ * through nghttp2's frame buffer.
+ *
+ * What nghttp2 leaves to its user, and h2park adds: the stream-id rules it leaves loose
+ * (RFC 9113 5.1.1, and DATA on closed streams, which it drops without a word), limits on
+ * frames that cost work and do nothing (glitches), on resets of every kind (rapid reset,
+ * MadeYouReset), and the 431 for oversized heads.  The session's memory comes from the
+ * heap through a per-connection nghttp2_mem, so the connection knows its frame buffer and
+ * gives its pages back while parked. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto/frontend.h"
+#include "proto/h2.h"
+#include "scalloc.h"
+
+#define OUT_HIGH (64u << 10)
+#define BIG_FRAME (8u << 10)
+#define PREFACE_LEN 24
+#define MAX_RESPONSE_HEADERS 32
+
+struct h2_conn {
+    nghttp2_session *session;
+    struct {                       /* frame boundaries in the peer's bytes (h2_feed) */
+        uint32_t payload_left;
+        uint8_t magic_left, hdr_len;
+        uint8_t hdr[9];
+    } in;
+    int32_t max_client_stream;     /* highest stream id the client opened */
+    int32_t reset_ids[8];          /* streams this side reset lately */
+    uint8_t reset_next;
+    int16_t update_credit;         /* WINDOW_UPDATEs the DATA sent can explain */
+    float glitch_tokens;           /* useless frames the peer may still send */
+    ev_tstamp glitch_at;
+    ev_tstamp rst_window;
+    uint32_t rst_count;
+    bool stream_id_error;          /* the cause of a PROTOCOL_ERROR we return */
+    bool flood;                    /* ... of an ENHANCE_YOUR_CALM */
+    bool goaway_pending;           /* the daemon is stopping: GOAWAY at the next send */
+    void *framebuf;                /* nghttp2's frame buffer */
+    size_t framebuf_size;
+    void *zeroish;                 /* a session table that is all zero when idle */
+    size_t zeroish_size;
+};
+
+struct h2_stream {
+    struct request r;
+    int32_t id;
+    bool deferred;                 /* nghttp2 waits for resume_data */
+};
+
+static struct h2_conn *H(const struct conn *c) { return c->proto_state; }
+static struct h2_stream *S(struct request *r) { return container_of(r, struct h2_stream, r); }
+
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *options;
+
+/* ---- the session's memory ---- */
+
+/* The one 16 KiB+ block a session allocates is its frame buffer, which holds nothing
+ * between frames and is released while parked (h2_trim). */
+#define FRAMEBUF_MIN (16u << 10)
+
+static void note_framebuf(struct h2_conn *h, void *old, void *p, size_t n)
+{
+    if (h && n >= FRAMEBUF_MIN && (!h->framebuf || h->framebuf == old)) {
+        h->framebuf = p;
+        h->framebuf_size = n;
+    }
+}
+static void *mem_malloc(size_t n, void *ud)
+{
+    void *p = sc_malloc(n);
+    note_framebuf(ud, NULL, p, n);
+    return p;
+}
+static void mem_free(void *p, void *ud)
+{
+    struct h2_conn *h = ud;
+    if (h && p && p == h->framebuf)
+        h->framebuf = NULL;
+    if (h && p && p == h->zeroish)
+        h->zeroish = NULL;
+    sc_free(p);
+}
+/* Other blocks of a page or more (the stream map's table) are only released where a
+ * page of them is all zero, which reads back the same after release. */
+static void *mem_calloc(size_t k, size_t n, void *ud)
+{
+    struct h2_conn *h = ud;
+    void *p = sc_calloc(k, n);
+    if (h && p && k * n >= 4096 && !h->zeroish) {
+        h->zeroish = p;
+        h->zeroish_size = k * n;
+    }
+    return p;
+}
+static void *mem_realloc(void *p, size_t n, void *ud)
+{
+    void *q = sc_realloc(p, n);
+    if (q)
+        note_framebuf(ud, p, q, n);
+    return q;
+}
+
+static void release_zero_pages(void *p, size_t len)
+{
+    static const char zero[4096];
+    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    for (uintptr_t a = lo; a < hi; a += 4096)
+        if (!memcmp((void *)a, zero, 4096))
+            sc_release_pages((void *)a, 4096);
+}
+
+static void h2_trim(struct conn *c)
+{
+    struct h2_conn *h = H(c);
+    if (h->framebuf)
+        sc_release_pages(h->framebuf, h->framebuf_size);
+    if (h->zeroish)
+        release_zero_pages(h->zeroish, h->zeroish_size);
+}
+
+/* ---- requests on streams ---- */
+
+static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                                uint32_t *data_flags, nghttp2_data_source *source, void *user_data)
+{
+    (void)session, (void)stream_id, (void)buf, (void)user_data;
+    struct h2_stream *s = source->ptr;
+    size_t avail = request_out_avail(&s->r);
+    if (avail) {
+        size_t n = avail < length ? avail : length;
+        *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+        if (s->r.out_eof && n == avail)
+            *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        return (ssize_t)n;
+    }
+    if (s->r.out_eof || s->r.state == REQ_ORPHANED) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        return 0;
+    }
+    s->deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+static int stream_respond(struct request *r)
+{
+    struct h2_stream *s = S(r);
+    char status[8], length[24];
+    snprintf(status, sizeof status, "%03d", r->status % 1000);
+    nghttp2_nv nv[MAX_RESPONSE_HEADERS + 2];
+    size_t n = 0;
+    nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE };
+    for (size_t off = 0; off < r->resp.len && n < MAX_RESPONSE_HEADERS + 1;) {
+        char *name = r->resp.data + off, *value = name + strlen(name) + 1;
+        off = (size_t)(value - r->resp.data) + strlen(value) + 1;
+        nv[n++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, strlen(name), strlen(value), NGHTTP2_NV_FLAG_NONE };
+    }
+    if (r->out_length >= 0 && r->status != 304 && r->status != 204) {
+        snprintf(length, sizeof length, "%lld", (long long)r->out_length);
+        nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)length, 14, strlen(length), NGHTTP2_NV_FLAG_NONE };
+    }
+    nghttp2_data_provider provider = { .source.ptr = s, .read_callback = data_source_read };
+    return nghttp2_submit_response(H(r->c)->session, s->id, nv, n, r->out_eof ? NULL : &provider) ? -1 : 0;
+}
+
+static void stream_output_ready(struct request *r)
+{
+    struct h2_stream *s = S(r);
+    if (s->deferred && r->state != REQ_DONE && r->state != REQ_ORPHANED) {
+        s->deferred = false;
+        nghttp2_session_resume_data(H(r->c)->session, s->id);
+    }
+}
+
+static void stream_consumed(struct request *r, size_t n)
+{
+    nghttp2_session_consume(H(r->c)->session, S(r)->id, n);
+}
+
+static void stream_body_wanted(struct request *r) { (void)r; }
+
+static void stream_cancel(struct request *r)
+{
+    nghttp2_submit_rst_stream(H(r->c)->session, NGHTTP2_FLAG_NONE, S(r)->id, NGHTTP2_CANCEL);
+}
+
+static void stream_release(struct request *r) { sc_free(S(r)); }
+
+static const struct request_ops stream_ops = {
+    .respond = stream_respond, .output_ready = stream_output_ready, .consumed = stream_consumed,
+    .body_wanted = stream_body_wanted, .cancel = stream_cancel, .release = stream_release,
+};
+
+static struct h2_stream *stream_new(struct conn *c, int32_t id)
+{
+    struct h2_stream *s = sc_calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->id = id;
+    request_init(&s->r, c, &stream_ops, c->ssl ? "h2" : "h2c");
+    return s;
+}
+
+/* A complete response to a request whose body is still coming: ask the client to stop
+ * sending it (RST_STREAM(NO_ERROR), RFC 9113 section 8.1). */
+static void end_unread_request(struct h2_stream *s)
+{
+    if (s->r.sent_all && !s->r.handler && !s->r.body_eof && s->r.state == REQ_DRAINING)
+        nghttp2_submit_rst_stream(H(s->r.c)->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+}
+
+/* ---- nghttp2 callbacks ---- */
+
+static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t length, int flags, void *user_data)
+{
+    (void)session, (void)flags;
+    struct conn *c = user_data;
+    if (conn_out_pending(c) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    if (buf_append(&c->out, data, length))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return (ssize_t)length;
+}
+
+static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+                        nghttp2_data_source *source, void *user_data)
+{
+    (void)session;
+    struct conn *c = user_data;
+    struct h2_stream *s = source->ptr;
+    if (conn_out_pending(c) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    size_t pad = frame->data.padlen;
+    /* A large body fills the buffer up to OUT_HIGH before each write: take that room at
+     * once rather than growing (and copying) the buffer frame by frame. */
+    size_t room = 9 + length + pad;
+    if (c->out.cap == 0 && length >= BIG_FRAME)
+        room += OUT_HIGH;
+    if (buf_reserve(&c->out, room))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    char *p = c->out.data + c->out.len;
+    memcpy(p, framehd, 9);
+    p += 9;
+    if (pad > 0)
+        *p++ = (char)(pad - 1);
+    if (request_out_take(&s->r, p, length))
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    p += length;
+    if (pad > 1) {
+        memset(p, 0, pad - 1);
+        p += pad - 1;
+    }
+    c->out.len = (size_t)(p - c->out.data);
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    struct conn *c = user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct h2_stream *s = stream_new(c, frame->hd.stream_id);
+    if (!s)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+    return 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
+{
+    (void)flags, (void)user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (s)
+        request_add_header(&s->r, (const char *)name, namelen, (const char *)value, valuelen);
+    return 0;
+}
+
+/* Resets of every kind count toward one limit: those the client sends (rapid reset,
+ * CVE-2023-44487) and the stream errors this side or nghttp2 sends because of what the
+ * client sent (MadeYouReset, CVE-2025-8671), each a request started and thrown away. */
+static void count_reset(struct conn *c)
+{
+    struct h2_conn *h = H(c);
+    ev_tstamp now = ev_now(c->w->loop);
+    if (now - h->rst_window >= 1.0) {
+        h->rst_window = now;
+        h->rst_count = 0;
+    }
+    if (++h->rst_count == cfg.max_resets_per_second + 1) {
+        log_msg(LOG_WARN, "%s: more than %u stream resets in a second, sending GOAWAY(ENHANCE_YOUR_CALM)",
+                conn_peer(c), cfg.max_resets_per_second);
+        nghttp2_session_terminate_session(h->session, NGHTTP2_ENHANCE_YOUR_CALM);
+    }
+}
+
+/* Frames that cost work and do nothing for the peer ("glitches": PRIORITY, which h2park
+ * ignores; empty DATA that does not end the stream; PING and SETTINGS, each answered;
+ * WINDOW_UPDATE beyond what the DATA this side sent can explain; frame types nobody
+ * defined) draw from a bucket that refills at GLITCH_RATE per second up to
+ * GLITCH_BURST; a peer that empties it gets GOAWAY(ENHANCE_YOUR_CALM), as Go's and
+ * h2o's servers do for such floods.  A legitimate peer sends a handful. */
+#define GLITCH_BURST 1000.0
+#define GLITCH_RATE 100.0
+/* WINDOW_UPDATEs one DATA frame sent can justify: one for its stream, one for the
+ * connection; the credit is capped so a long download does not bank a flood. */
+#define UPDATE_CREDIT_PER_DATA 2
+#define UPDATE_CREDIT_MAX 1024
+
+static bool glitch(struct conn *c, const char *what)
+{
+    struct h2_conn *h = H(c);
+    ev_tstamp now = ev_now(c->w->loop);
+    double tokens = h->glitch_tokens + (now - h->glitch_at) * GLITCH_RATE;
+    h->glitch_at = now;
+    h->glitch_tokens = (float)(tokens > GLITCH_BURST ? GLITCH_BURST : tokens);
+    if (--h->glitch_tokens >= 0)
+        return false;
+    log_msg(LOG_WARN, "%s: flood of %s frames, sending GOAWAY(ENHANCE_YOUR_CALM)", conn_peer(c), what);
+    h->flood = true;
+    return true;
+}
+
+static bool is_glitch(struct conn *c, const nghttp2_frame_hd *hd, const char **what)
+{
+    struct h2_conn *h = H(c);
+    switch (hd->type) {
+    case NGHTTP2_PRIORITY:
+        *what = "PRIORITY";
+        return true;
+    case NGHTTP2_PING:
+        *what = "PING";
+        return !(hd->flags & NGHTTP2_FLAG_ACK);
+    case NGHTTP2_SETTINGS:
+        *what = "SETTINGS";
+        return !(hd->flags & NGHTTP2_FLAG_ACK) && !c->head_since;
+    case NGHTTP2_WINDOW_UPDATE:
+        *what = "WINDOW_UPDATE";
+        if (h->update_credit > 0) {
+            h->update_credit--;
+            return false;
+        }
+        return true;
+    case NGHTTP2_DATA:          /* counted once its padding is known (on_frame_recv) */
+    case NGHTTP2_HEADERS: case NGHTTP2_RST_STREAM: case NGHTTP2_PUSH_PROMISE: case NGHTTP2_GOAWAY:
+    case NGHTTP2_CONTINUATION:
+        return false;
+    default:
+        *what = "unknown";
+        return true;
+    }
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    struct conn *c = user_data;
+    switch (frame->hd.type) {
+    case NGHTTP2_SETTINGS:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+            c->head_since = 0;      /* the preface is complete */
+        break;
+    case NGHTTP2_RST_STREAM:
+        count_reset(c);
+        break;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_DATA: {
+        if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == frame->data.padlen &&
+            !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && glitch(c, "empty DATA"))
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (!s)
+            break;
+        if (frame->hd.type == NGHTTP2_HEADERS && s->r.state == REQ_RECEIVING) {
+            if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+                s->r.body_eof = true;
+            if (request_start(&s->r))
+                nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+        } else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+            request_body_end(&s->r);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
+                         void *user_data)
+{
+    (void)flags, (void)user_data;
+    struct h2_stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
+    /* Consumed (and the window reopened) only as the handler reads it, so a handler that
+     * stops reading stops the peer after one window; body nobody will read reopens it
+     * at once. */
+    if (!s || s->r.state != REQ_HANDLING || !s->r.handler) {
+        nghttp2_session_consume(session, stream_id, len);
+        return 0;
+    }
+    return request_body(&s->r, (const char *)data, len) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code, void *user_data)
+{
+    (void)error_code, (void)user_data;
+    struct h2_stream *s = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (!s)
+        return 0;
+    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+    request_closed(&s->r);
+    return 0;
+}
+
+/* RFC 9113 section 5.1.1: a new stream's id must exceed every id the client used
+ * before; a HEADERS frame for a lower id that is not an open stream is a connection
+ * error.  nghttp2 ignores such frames when it no longer knows the stream, so check here.
+ * Streams this side reset are exempt: the client may have sent on them before it saw
+ * the RST_STREAM (section 5.1, "closed"). */
+static bool recently_reset(const struct h2_conn *h, int32_t id)
+{
+    for (unsigned i = 0; i < sizeof h->reset_ids / sizeof h->reset_ids[0]; i++)
+        if (h->reset_ids[i] == id)
+            return true;
+    return false;
+}
+
+/* The same monotony makes "closed" exact without remembering closed streams: an odd id
+ * at or below the highest the client opened that nghttp2 does not know is closed (or
+ * was skipped, which closes it).  DATA on it is a stream error STREAM_CLOSED (sections
+ * 5.1 and 6.1) - except on the few streams this side reset lately, whose frames in
+ * flight section 5.1 says to ignore.  nghttp2 drops such DATA without a callback, so
+ * h2_feed asks before it hands over each DATA frame. */
+static void check_data(struct conn *c, int32_t stream_id)
+{
+    struct h2_conn *h = H(c);
+    if (!(stream_id & 1) || stream_id > h->max_client_stream)
+        return;             /* an idle stream: nghttp2's PROTOCOL_ERROR */
+    if (nghttp2_session_find_stream(h->session, stream_id) || recently_reset(h, stream_id))
+        return;
+    nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_STREAM_CLOSED);
+}
+
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user_data)
+{
+    struct conn *c = user_data;
+    struct h2_conn *h = H(c);
+    const char *what;
+    if (is_glitch(c, hd, &what) && glitch(c, what))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+        return 0;
+    if (hd->stream_id > h->max_client_stream) {
+        h->max_client_stream = hd->stream_id;
+        return 0;
+    }
+    if (!nghttp2_session_find_stream(session, hd->stream_id) && !recently_reset(h, hd->stream_id)) {
+        log_msg(LOG_DEBUG, "%s: HEADERS on stream %d after stream %d", conn_peer(c), hd->stream_id,
+                h->max_client_stream);
+        h->stream_id_error = true;
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    struct conn *c = user_data;
+    struct h2_conn *h = H(c);
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        h->reset_ids[h->reset_next] = frame->hd.stream_id;
+        h->reset_next = (uint8_t)((h->reset_next + 1) % (sizeof h->reset_ids / sizeof h->reset_ids[0]));
+        /* NO_ERROR only asks the client to stop sending a body nobody reads (8.1). */
+        if (frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
+            count_reset(c);
+    } else if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+               (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (s) {
+            request_sent_all(&s->r);
+            end_unread_request(s);
+        }
+    }
+    if (frame->hd.type == NGHTTP2_DATA && h->update_credit < UPDATE_CREDIT_MAX)
+        h->update_credit += UPDATE_CREDIT_PER_DATA;
+    return 0;
+}
+
+static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len, void *user_data)
+{
+    (void)session, (void)lib_error_code;
+    log_msg(LOG_DEBUG, "%s: nghttp2: %.*s", conn_peer(user_data), (int)len, msg);
+    return 0;
+}
+
+static void init_once(void)
+{
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_send_callback(callbacks, on_send);
+    nghttp2_session_callbacks_set_send_data_callback(callbacks, on_send_data);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+    nghttp2_option_new(&options);
+    nghttp2_option_set_no_auto_window_update(options, 1);
+    /* Closed streams are not kept for the priority tree: their memory goes at once. */
+    nghttp2_option_set_no_closed_streams(options, 1);
+    /* Our own reset limit (max_resets_per_second) acts first; nghttp2's stays as a
+     * backstop above it. */
+    nghttp2_option_set_stream_reset_rate_limit(options, 4ull * cfg.max_resets_per_second, 2ull * cfg.max_resets_per_second);
+}
+
+/* ---- the protocol, for the connection core ---- */
+
+static int h2_start(struct conn *c)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_once);
+    struct h2_conn *h = sc_calloc(1, sizeof *h);
+    if (!h)
+        return -1;
+    c->proto_state = h;
+    nghttp2_mem mem = { h, mem_malloc, mem_free, mem_calloc, mem_realloc };   /* nghttp2 keeps a copy */
+    if (nghttp2_session_server_new3(&h->session, callbacks, c, options, &mem))
+        return -1;
+    h->in.magic_left = PREFACE_LEN;
+    h->glitch_tokens = (float)GLITCH_BURST;
+    h->glitch_at = ev_now(c->w->loop);
+    nghttp2_settings_entry iv[] = {
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams },
+        { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cfg.initial_window_size },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg.max_header_list_size },
+    };
+    nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
+    if (cfg.connection_window_size > 65535)
+        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg.connection_window_size);
+    if (c->ssl && !tls_cipher_adequate(c->ssl)) {
+        log_msg(LOG_INFO, "%s: %s with %s is not allowed for HTTP/2, INADEQUATE_SECURITY", conn_peer(c),
+                SSL_get_version(c->ssl), SSL_get_cipher_name(c->ssl));
+        nghttp2_session_terminate_session(h->session, NGHTTP2_INADEQUATE_SECURITY);
+        conn_set_state(c, CONN_CLOSING);
+    }
+    return 0;
+}
+
+static int mem_recv(struct conn *c, const char *data, size_t len)
+{
+    struct h2_conn *h = H(c);
+    ssize_t rv = nghttp2_session_mem_recv(h->session, (const uint8_t *)data, len);
+    if (rv < 0) {
+        log_msg(LOG_DEBUG, "%s: %s", conn_peer(c), nghttp2_strerror((int)rv));
+        /* A bad preface or a frame nghttp2 cannot take: tell the peer, then close. */
+        uint32_t code = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || h->flood
+                            ? NGHTTP2_ENHANCE_YOUR_CALM
+                        : rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC || h->stream_id_error ? NGHTTP2_PROTOCOL_ERROR
+                                                                                   : NGHTTP2_INTERNAL_ERROR;
+        nghttp2_session_terminate_session(h->session, code);
+        return -1;
+    }
+    return 0;
+}
+
+/* nghttp2 takes the bytes as they come; alongside, the frame boundaries are followed
+ * (the preface, then a 9-byte header and its payload, again and again), so that just
+ * before nghttp2 meets a DATA frame - everything ahead of it processed - its stream can
+ * be checked (check_data). */
+static int h2_feed(struct conn *c, const char *data, size_t len)
+{
+    struct h2_conn *h = H(c);
+    if (!len)
+        return -1;                  /* the peer is gone */
+    size_t fed = 0, pos = 0;
+    while (pos < len) {
+        size_t left = len - pos, k;
+        if (h->in.magic_left) {
+            k = left < h->in.magic_left ? left : h->in.magic_left;
+            h->in.magic_left -= (uint8_t)k;
+        } else if (h->in.payload_left) {
+            k = left < h->in.payload_left ? left : h->in.payload_left;
+            h->in.payload_left -= (uint32_t)k;
+        } else {
+            k = left < 9u - h->in.hdr_len ? left : 9u - h->in.hdr_len;
+            memcpy(h->in.hdr + h->in.hdr_len, data + pos, k);
+            h->in.hdr_len += (uint8_t)k;
+            if (h->in.hdr_len == 9) {
+                const uint8_t *hd = h->in.hdr;
+                h->in.hdr_len = 0;
+                h->in.payload_left = (uint32_t)hd[0] << 16 | (uint32_t)hd[1] << 8 | hd[2];
+                if (hd[3] == NGHTTP2_DATA) {
+                    if (pos > fed && mem_recv(c, data + fed, pos - fed))
+                        return -1;
+                    fed = pos;
+                    check_data(c, (int32_t)(((uint32_t)hd[5] << 24 | (uint32_t)hd[6] << 16 |
+                                             (uint32_t)hd[7] << 8 | hd[8]) & 0x7fffffff));
+                }
+            }
+        }
+        pos += k;
+    }
+    return fed < len ? mem_recv(c, data + fed, len - fed) : 0;
+}
+
+static int h2_send(struct conn *c)
+{
+    struct h2_conn *h = H(c);
+    if (h->goaway_pending) {
+        h->goaway_pending = false;
+        nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
+                              NGHTTP2_NO_ERROR, NULL, 0);
+    }
+    int rv = nghttp2_session_send(h->session);
+    if (rv && rv != NGHTTP2_ERR_WOULDBLOCK) {
+        log_msg(LOG_DEBUG, "%s: %s", conn_peer(c), nghttp2_strerror(rv));
+        return -1;
+    }
+    return 0;
+}
+
+static bool h2_want_read(const struct conn *c) { return nghttp2_session_want_read(H(c)->session); }
+static bool h2_want_write(const struct conn *c) { return H(c)->goaway_pending || nghttp2_session_want_write(H(c)->session); }
+
+static bool h2_finished(const struct conn *c)
+{
+    nghttp2_session *s = H(c)->session;
+    return c->peer_eof || (!nghttp2_session_want_read(s) && !nghttp2_session_want_write(s));
+}
+
+/* A GOAWAY with code, then close once it is written. */
+static bool goaway_then_close(struct conn *c, uint32_t code)
+{
+    nghttp2_session_terminate_session(H(c)->session, code);
+    conn_set_state(c, CONN_CLOSING);
+    return false;
+}
+
+static bool h2_timeout(struct conn *c, int kind)
+{
+    switch (kind) {
+    case TIMEOUT_HEAD:
+        log_msg(LOG_DEBUG, "%s: no SETTINGS within %.0fs, closing", conn_peer(c), cfg.preface_timeout);
+        return goaway_then_close(c, NGHTTP2_SETTINGS_TIMEOUT);
+    case TIMEOUT_IDLE:
+        log_msg(LOG_DEBUG, "%s: idle for %.0fs, GOAWAY", conn_peer(c), cfg.idle_timeout);
+        return goaway_then_close(c, NGHTTP2_NO_ERROR);
+    default:
+        log_msg(LOG_DEBUG, "%s: no progress on any stream, GOAWAY", conn_peer(c));
+        return goaway_then_close(c, NGHTTP2_NO_ERROR);
+    }
+}
+
+static void h2_shutdown(struct conn *c) { H(c)->goaway_pending = true; }
+
+static void h2_destroy(struct conn *c)
+{
+    struct h2_conn *h = H(c);
+    if (!h)
+        return;
+    if (h->session)
+        nghttp2_session_del(h->session);
+    sc_free(h);
+    c->proto_state = NULL;
+}
+
+const struct conn_proto h2_proto = {
+    .name = "h2", .start = h2_start, .feed = h2_feed, .send = h2_send, .want_read = h2_want_read,
+    .want_write = h2_want_write, .finished = h2_finished, .timeout = h2_timeout, .shutdown = h2_shutdown,
+    .destroy = h2_destroy, .trim = h2_trim,
+};
+
+/* HTTP/1.1's Upgrade: h2c (RFC 7540 section 3.2): the session starts from the client's
+ * HTTP2-Settings, and the request that asked becomes stream 1, half closed, with its
+ * head moved over as it was parsed. */
+int h2_start_upgraded(struct conn *c, const uint8_t *settings, size_t len, struct buf *head)
+{
+    c->proto = &h2_proto;
+    if (h2_start(c))
+        return -1;
+    struct h2_conn *h = H(c);
+    struct h2_stream *s = stream_new(c, 1);
+    if (!s)
+        return -1;
+    s->r.hdr = *head;
+    *head = (struct buf){ 0 };
+    for (size_t off = 0; off < s->r.hdr.len; s->r.nfields++) {
+        const char *n = s->r.hdr.data + off, *v = n + strlen(n) + 1;
+        off = (size_t)(v - s->r.hdr.data) + strlen(v) + 1;
+    }
+    bool head_request = false;
+    for (size_t off = 0; off < s->r.hdr.len;) {
+        const char *n = s->r.hdr.data + off, *v = n + strlen(n) + 1;
+        if (!strcmp(n, ":method"))
+            head_request = !strcmp(v, "HEAD");
+        off = (size_t)(v - s->r.hdr.data) + strlen(v) + 1;
+    }
+    if (nghttp2_session_upgrade2(h->session, settings, len, head_request, s)) {
+        request_closed(&s->r);
+        nghttp2_session_terminate_session(h->session, NGHTTP2_PROTOCOL_ERROR);
+        conn_set_state(c, CONN_CLOSING);
+        return 0;
+    }
+    h->max_client_stream = 1;
+    c->head_since = ev_now(c->w->loop);     /* the client's preface is due now */
+    s->r.body_eof = true;
+    if (request_start(&s->r))
+        nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, 1, NGHTTP2_REFUSED_STREAM);
+    return 0;
+}
+
+/* The client's preface and frames that followed its upgrade request. */
+int h2_feed_upgraded(struct conn *c, const char *data, size_t len) { return len ? h2_feed(c, data, len) : 0; }

@@ -1,0 +1,577 @@
+/* Requests and their handler coroutines: the runtime behind request.h, protocol-neutral.
+ *
+ * A handler runs in a coroutine of its own and is resumed only by its connection's serve
+ * loop (conn_run_handlers), never from inside a protocol callback.  When it must wait -
+ * for request body, for room in its output, for a timer - it records why and yields;
+ * whatever ends the wait (body arriving, the front end taking output, the timer, the
+ * exchange closing) queues it as runnable and wakes the connection.  Waiting handlers
+ * hold their stacks but not the serve loop's, so a connection with only waiting handlers
+ * parks.  Output is buffered per request up to REQUEST_OUTPUT_MAX, so a handler can get
+ * ahead of the peer by that much and no more.
+ *
+ * A request that waits on its peer has a deadline, so no peer can pin a request's memory
+ * by going quiet: body_timeout while the handler has read all the body there is and the
+ * request is not complete (for HTTP/2 the window is then open, so the wait is the
+ * peer's), write_timeout while response data is ready and does not go out.  One timer
+ * per request serves both and req_sleep; it is armed lazily (moved only earlier) and
+ * re-aimed when it fires, so progress costs a timestamp, not a timer operation.
+ *
+ * The request's life is enum req_state (see proto/frontend.h), changed only by
+ * set_state; a request is freed in one place, release, which stops its timer whether it
+ * is active or expired and waiting to run. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "proto/frontend.h"
+#include "scalloc.h"
+
+#define OUTB_MAX REQUEST_OUTPUT_MAX
+
+static request_handler app_handler;
+void (*request_log_hook)(const struct request *r);
+
+void request_set_handler(request_handler h) { app_handler = h; }
+void request_set_logger(void (*log)(const struct request *r)) { request_log_hook = log; }
+
+static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
+
+void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol)
+{
+    r->c = c;
+    r->ops = ops;
+    r->protocol = protocol;
+    r->state = REQ_RECEIVING;
+    r->file_fd = -1;
+    r->content_length = -1;
+    r->out_length = BODY_NONE;
+    r->started = r->in_progress = r->out_progress = ev_now(c->w->loop);
+    ev_init(&r->timer, on_timer);
+    r->timer.data = r;
+    r->next = c->requests;
+    if (c->requests)
+        c->requests->prev = r;
+    c->requests = r;
+}
+
+bool request_add_header(struct request *r, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    if (r->too_large)
+        return false;
+    /* RFC 9113 section 6.5.2 counts each field as name + value + 32; HTTP/1.1 the same. */
+    r->header_bytes += (uint32_t)(nlen + vlen + 32);
+    if (r->header_bytes > cfg.max_header_list_size || buf_reserve(&r->hdr, nlen + vlen + 2)) {
+        r->too_large = true;
+        return false;
+    }
+    buf_append(&r->hdr, name, nlen);
+    buf_append(&r->hdr, "", 1);
+    buf_append(&r->hdr, value, vlen);
+    buf_append(&r->hdr, "", 1);
+    r->nfields++;
+    return true;
+}
+
+static void release(struct request *r)
+{
+    struct conn *c = r->c;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->requests = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    /* Unconditionally: a timer that expired but has not run yet is pending, not active,
+     * and would run on freed memory. */
+    ev_timer_stop(c->w->loop, &r->timer);
+    if (r->release)
+        r->release(r->release_arg);
+    else if (r->file_fd >= 0)
+        close(r->file_fd);
+    buf_free(&r->hdr);
+    buf_free(&r->resp);
+    buf_free(&r->body);
+    buf_free(&r->outb);
+    r->ops->release(r);
+}
+
+/* The one place a request's life changes; a transition not in the diagram is a bug. */
+static void set_state(struct request *r, enum req_state to)
+{
+    static const uint8_t allowed[] = {
+        [REQ_RECEIVING] = 1u << REQ_HANDLING | 1u << REQ_DONE,
+        [REQ_HANDLING] = 1u << REQ_DRAINING | 1u << REQ_ORPHANED,
+        [REQ_DRAINING] = 1u << REQ_DONE,
+        [REQ_ORPHANED] = 1u << REQ_DONE,
+        [REQ_DONE] = 0,
+    };
+    if (!(allowed[r->state] & 1u << to)) {
+        log_msg(LOG_ERROR, "request: state %d to %d", r->state, to);
+        abort();
+    }
+    r->state = to;
+    if (to == REQ_DONE && !r->queued)
+        release(r);
+}
+
+static void make_runnable(struct request *r)
+{
+    if (r->queued || !r->handler)
+        return;
+    r->queued = true;
+    r->next_runnable = NULL;
+    struct conn *c = r->c;
+    if (c->runnable_tail)
+        c->runnable_tail->next_runnable = r;
+    else
+        c->runnable = r;
+    c->runnable_tail = r;
+}
+
+static const char *field(const struct request *r, const char *name)
+{
+    for (size_t off = 0; off < r->hdr.len;) {
+        const char *n = r->hdr.data + off, *v = n + strlen(n) + 1;
+        if (!strcmp(n, name))
+            return v;
+        off = (size_t)(v - r->hdr.data) + strlen(v) + 1;
+    }
+    return NULL;
+}
+
+static void *handler_main(void *arg)
+{
+    struct request *r = arg;
+    if (r->too_large) {
+        static const char msg[] = "request header fields too large\n";
+        req_simple(r, 431, "text/plain", msg, sizeof msg - 1);
+    } else if (!r->method || !r->target) {
+        static const char msg[] = "bad request\n";
+        req_simple(r, 400, "text/plain", msg, sizeof msg - 1);
+    } else {
+        app_handler(r);
+    }
+    return NULL;
+}
+
+int request_start(struct request *r)
+{
+    struct conn *c = r->c;
+    r->method = field(r, ":method");
+    r->target = field(r, ":path");
+    r->authority = field(r, ":authority");
+    if (!r->authority)
+        r->authority = field(r, "host");
+    const char *cl = field(r, "content-length");
+    if (cl) {
+        char *end;
+        long long n = strtoll(cl, &end, 10);
+        r->content_length = end != cl && !*end && n >= 0 ? n : -1;
+    }
+    counter_add(&c->w->n.streams_total, 1);
+    /* The cap that bounds what all connections together can pin (max_handlers). */
+    if ((long)c->w->n.handler_coroutines >= config_max_handlers(&cfg)) {
+        log_rate_limited(LOG_WARN, &c->w->refused_logged, "worker %d: max_handlers (%ld) reached: refusing requests",
+                         c->w->id, config_max_handlers(&cfg));
+        return -1;
+    }
+    r->handler = coro_create(handler_main, r, 0);
+    if (!r->handler)
+        return -1;
+    c->open_requests++;
+    c->live_handlers++;
+    counter_add(&c->w->n.handler_coroutines, 1);
+    set_state(r, REQ_HANDLING);
+    make_runnable(r);
+    request_arm_timer(r);
+    return 0;
+}
+
+static void handler_finished(struct request *r)
+{
+    struct conn *c = r->c;
+    r->handler = NULL;
+    c->live_handlers--;
+    counter_add(&c->w->n.handler_coroutines, -1);
+    if (r->state == REQ_ORPHANED) {
+        set_state(r, REQ_DONE);
+        return;
+    }
+    if (!r->responded) {
+        static const char msg[] = "the handler gave no response\n";
+        req_simple(r, 500, "text/plain", msg, sizeof msg - 1);
+    } else if (!r->out_eof) {
+        req_end(r);
+    }
+    set_state(r, REQ_DRAINING);
+}
+
+void request_closed(struct request *r)
+{
+    struct conn *c = r->c;
+    if (r->state == REQ_DONE || r->state == REQ_ORPHANED)
+        return;
+    if (r->responded && request_log_hook)
+        request_log_hook(r);
+    if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0)
+        c->idle_since = ev_now(c->w->loop);
+    if (r->state == REQ_HANDLING) {
+        set_state(r, REQ_ORPHANED);
+        make_runnable(r);           /* its next call fails, and it returns */
+    } else {
+        set_state(r, REQ_DONE);
+    }
+}
+
+void conn_run_handlers(struct conn *c)
+{
+    struct request *r;
+    while ((r = c->runnable)) {
+        c->runnable = r->next_runnable;
+        if (!c->runnable)
+            c->runnable_tail = NULL;
+        r->queued = false;
+        if (r->handler && !coro_resume(r->handler, NULL))
+            handler_finished(r);
+        else if (r->state == REQ_DONE)
+            release(r);             /* closed while it was queued */
+    }
+}
+
+/* Gives control back to the serve loop until something queues this request again. */
+static void wait_for(struct request *r, enum req_wait why)
+{
+    r->wait = (uint8_t)why;
+    coro_yield(NULL);
+    r->wait = WAIT_NONE;
+}
+
+static bool gone(const struct request *r) { return r->state != REQ_HANDLING; }
+
+int request_body(struct request *r, const char *data, size_t len)
+{
+    if (gone(r) || !r->handler)
+        return 0;                   /* nobody will read it: dropped */
+    if (buf_append(&r->body, data, len))
+        return -1;
+    r->in_progress = ev_now(r->c->w->loop);
+    if (r->wait == WAIT_BODY)
+        make_runnable(r);
+    return 0;
+}
+
+void request_body_end(struct request *r)
+{
+    r->body_eof = true;
+    if (r->wait == WAIT_BODY)
+        make_runnable(r);
+}
+
+ssize_t req_read_body(struct request *r, void *buf, size_t len)
+{
+    bool asked = false;
+    for (;;) {
+        size_t avail = r->body.len - r->body_off;
+        if (avail) {
+            size_t n = avail < len ? avail : len;
+            memcpy(buf, r->body.data + r->body_off, n);
+            r->body_off += n;
+            if (r->body_off == r->body.len) {
+                buf_free(&r->body);
+                r->body_off = 0;
+                r->in_progress = ev_now(r->c->w->loop);   /* the peer's turn from here */
+            }
+            if (!gone(r))
+                r->ops->consumed(r, n);
+            return (ssize_t)n;
+        }
+        if (r->body_eof)
+            return 0;
+        if (gone(r))
+            return -1;
+        if (!asked) {
+            r->ops->body_wanted(r);
+            asked = true;
+        }
+        request_arm_timer(r);
+        wait_for(r, WAIT_BODY);
+    }
+}
+
+static int respond(struct request *r, int status, const struct header *h, size_t n, int64_t length)
+{
+    if (r->responded || gone(r))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (buf_append(&r->resp, h[i].name, strlen(h[i].name) + 1) ||
+            buf_append(&r->resp, h[i].value, strlen(h[i].value) + 1))
+            return -1;
+        r->nresp++;
+    }
+    r->status = status;
+    r->out_length = length;
+    r->responded = true;
+    if (length == BODY_NONE || length == 0 || req_is_head(r))
+        r->out_eof = true;
+    r->out_progress = ev_now(r->c->w->loop);
+    if (r->ops->respond(r)) {
+        r->responded = false;
+        return -1;
+    }
+    request_arm_timer(r);
+    return 0;
+}
+
+int req_respond(struct request *r, int status, const struct header *h, size_t n, int64_t length)
+{
+    return respond(r, status, h, n, length);
+}
+
+int req_respond_file(struct request *r, int status, const struct header *h, size_t n, int fd, const void *mem,
+                     int64_t off, int64_t len, void (*release_fn)(void *), void *arg)
+{
+    r->file_fd = fd;
+    r->file_mem = mem;
+    r->file_off = off;
+    r->file_left = req_is_head(r) ? 0 : len;
+    r->release = release_fn;
+    r->release_arg = arg;
+    return respond(r, status, h, n, len);
+}
+
+int req_write(struct request *r, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        if (gone(r) || !r->responded || r->out_eof)
+            return -1;
+        size_t pending = r->outb.len - r->outb_off;
+        if (pending >= OUTB_MAX) {
+            r->ops->output_ready(r);
+            wait_for(r, WAIT_WRITE);
+            continue;
+        }
+        size_t n = OUTB_MAX - pending < len ? OUTB_MAX - pending : len;
+        if (buf_append(&r->outb, p, n))
+            return -1;
+        if (!pending) {     /* data is ready again: the peer's turn from here */
+            r->out_progress = ev_now(r->c->w->loop);
+            request_arm_timer(r);
+        }
+        p += n;
+        len -= n;
+    }
+    r->ops->output_ready(r);
+    return 0;
+}
+
+int req_end(struct request *r)
+{
+    if (gone(r) || !r->responded)
+        return -1;
+    r->out_eof = true;
+    r->ops->output_ready(r);
+    return 0;
+}
+
+int req_simple(struct request *r, int status, const char *content_type, const void *body, size_t len)
+{
+    struct header h[] = { { "content-type", content_type } };
+    if (req_respond(r, status, h, 1, (int64_t)len))
+        return -1;
+    if (len && !req_is_head(r) && req_write(r, body, len))
+        return -1;
+    return len && !req_is_head(r) ? req_end(r) : 0;
+}
+
+/* ---- the response body, for the front ends ---- */
+
+size_t request_out_avail(const struct request *r)
+{
+    if (r->file_fd >= 0 || r->file_mem)
+        return (size_t)r->file_left;
+    return r->outb.len - r->outb_off;
+}
+
+int request_out_take(struct request *r, char *dst, size_t n)
+{
+    if (r->file_mem) {
+        memcpy(dst, r->file_mem + r->file_off, n);
+    } else if (r->file_fd >= 0) {
+        for (size_t done = 0; done < n;) {
+            ssize_t k = pread(r->file_fd, dst + done, n - done, r->file_off + (int64_t)done);
+            if (k <= 0) {
+                if (k < 0 && errno == EINTR)
+                    continue;
+                log_msg(LOG_WARN, "%s: file for %s ended early", conn_peer(r->c), r->target ? r->target : "?");
+                return -1;
+            }
+            done += (size_t)k;
+        }
+    } else {
+        memcpy(dst, r->outb.data + r->outb_off, n);
+        r->outb_off += n;
+        if (r->outb_off == r->outb.len) {
+            buf_free(&r->outb);
+            r->outb_off = 0;
+        }
+        if (r->wait == WAIT_WRITE)
+            make_runnable(r);
+    }
+    if (r->file_fd >= 0 || r->file_mem) {
+        r->file_off += (int64_t)n;
+        r->file_left -= (int64_t)n;
+    }
+    r->bytes_sent += n;
+    r->out_progress = ev_now(r->c->w->loop);
+    return 0;
+}
+
+bool request_out_finished(const struct request *r) { return r->out_eof && request_out_avail(r) == 0; }
+
+void request_sent_all(struct request *r) { r->sent_all = true; }
+
+/* ---- deadlines and sleeping ---- */
+
+enum deadline { DEADLINE_NONE, DEADLINE_WAKE, DEADLINE_BODY, DEADLINE_WRITE };
+
+/* The nearest thing this request's timer must catch, and which one. */
+static ev_tstamp deadline(const struct request *r, enum deadline *kind)
+{
+    ev_tstamp best = 0;
+    *kind = DEADLINE_NONE;
+    if (r->wake_at) {
+        best = r->wake_at;
+        *kind = DEADLINE_WAKE;
+    }
+    if (r->state != REQ_HANDLING && r->state != REQ_DRAINING)
+        return best;
+    if (!r->body_eof && r->handler && cfg.body_timeout > 0 && r->body.len == r->body_off) {
+        ev_tstamp t = r->in_progress + cfg.body_timeout;
+        if (!best || t < best)
+            best = t, *kind = DEADLINE_BODY;
+    }
+    if (cfg.write_timeout > 0 && r->responded && !r->sent_all && request_out_avail(r) > 0) {
+        ev_tstamp t = r->out_progress + cfg.write_timeout;
+        if (!best || t < best)
+            best = t, *kind = DEADLINE_WRITE;
+    }
+    return best;
+}
+
+void request_arm_timer(struct request *r)
+{
+    enum deadline kind;
+    ev_tstamp when = deadline(r, &kind);
+    struct ev_loop *loop = r->c->w->loop;
+    if (!when)
+        return;         /* a timer still running finds nothing to do and stops */
+    if (ev_is_active(&r->timer)) {
+        if (ev_now(loop) + ev_timer_remaining(loop, &r->timer) <= when + 0.001)
+            return;
+        ev_timer_stop(loop, &r->timer);
+    }
+    ev_timer_set(&r->timer, when - ev_now(loop) > 0 ? when - ev_now(loop) : 0.001, 0);
+    ev_timer_start(loop, &r->timer);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct request *r = t->data;
+    struct conn *c = r->c;
+    ev_tstamp now = ev_now(loop);
+    if (r->wake_at && r->wake_at <= now + 0.001) {
+        r->wake_at = 0;
+        make_runnable(r);
+    }
+    enum deadline kind;
+    ev_tstamp when = deadline(r, &kind);
+    if (when && when <= now + 0.001 && kind != DEADLINE_WAKE) {
+        double limit = kind == DEADLINE_BODY ? cfg.body_timeout : cfg.write_timeout;
+        log_msg(LOG_DEBUG, "%s: %s %s: %s for %.0fs, cancelled", conn_peer(c), r->method ? r->method : "-",
+                r->target ? r->target : "-", kind == DEADLINE_BODY ? "no request body" : "peer takes no response",
+                limit);
+        r->ops->cancel(r);
+        if (now - c->last_io >= limit)
+            conn_abort_stalled(c);
+    } else {
+        request_arm_timer(r);
+    }
+    conn_wake(c);
+}
+
+void req_sleep(struct request *r, double seconds)
+{
+    if (gone(r))
+        return;
+    r->wake_at = ev_now(r->c->w->loop) + seconds;
+    request_arm_timer(r);
+    while (r->wake_at && !gone(r))
+        wait_for(r, WAIT_TIMER);
+    r->wake_at = 0;
+}
+
+/* ---- what a handler may ask ---- */
+
+const char *req_method(const struct request *r) { return r->method; }
+const char *req_target(const struct request *r) { return r->target; }
+const char *req_authority(const struct request *r) { return r->authority ? r->authority : ""; }
+const char *req_protocol(const struct request *r) { return r->protocol; }
+const char *req_peer(const struct request *r) { return conn_peer(r->c); }
+bool req_is_head(const struct request *r) { return r->method && !strcmp(r->method, "HEAD"); }
+int64_t req_content_length(const struct request *r) { return r->content_length; }
+double req_now(const struct request *r) { return ev_now(r->c->w->loop); }
+double req_started(const struct request *r) { return r->started; }
+int req_status(const struct request *r) { return r->status; }
+uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
+
+const char *req_header(const struct request *r, const char *name) { return field(r, name); }
+
+size_t req_header_count(const struct request *r) { return r->nfields; }
+
+struct header req_header_at(const struct request *r, size_t i)
+{
+    size_t off = 0;
+    for (; off < r->hdr.len; i--) {
+        const char *n = r->hdr.data + off, *v = n + strlen(n) + 1;
+        if (!i)
+            return (struct header){ n, v };
+        off = (size_t)(v - r->hdr.data) + strlen(v) + 1;
+    }
+    return (struct header){ NULL, NULL };
+}
+
+/* The connection is going: every request is closed, each handler still running learns
+ * it at its next call (one more turn ends most), and one that does not is dropped. */
+void requests_cancel_all(struct conn *c)
+{
+    for (int round = 0; c->requests && round < 4; round++) {
+        for (struct request *r = c->requests, *next; r; r = next) {
+            next = r->next;
+            request_closed(r);
+        }
+        conn_run_handlers(c);
+    }
+    while (c->requests) {
+        struct request *r = c->requests;
+        if (r->handler) {
+            log_msg(LOG_WARN, "%s: handler of %s ignored its cancellation; dropped", conn_peer(c),
+                    r->target ? r->target : "-");
+            coro_destroy(r->handler);
+            r->handler = NULL;
+            c->live_handlers--;
+            counter_add(&c->w->n.handler_coroutines, -1);
+        }
+        r->queued = false;
+        if (r->state == REQ_ORPHANED)
+            set_state(r, REQ_DONE);
+        else
+            release(r);
+    }
+    c->runnable = c->runnable_tail = NULL;
+}

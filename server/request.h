@@ -1,0 +1,63 @@
+/* The request API: what a handler sees of an HTTP exchange, whatever the protocol.
+ *
+ * A handler runs in a coroutine of its own, so every call here that must wait - for
+ * request body, for room in the response, for a timer - suspends only that handler.
+ * Nothing here names nghttp2, OpenSSL, libev or a connection: the HTTP/1.1 and HTTP/2
+ * front ends both drive it (like h2o's h2o_req_t between lib/http2 and its handlers).
+ * Strings a request returns live as long as the request. */
+#ifndef H2PARK_REQUEST_H
+#define H2PARK_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct request;
+struct header {
+    const char *name, *value;
+};
+
+/* The application: called once per request, in the request's coroutine. */
+typedef void (*request_handler)(struct request *r);
+void request_set_handler(request_handler h);
+/* Called once per request as its exchange ends (the access log). */
+void request_set_logger(void (*log)(const struct request *r));
+
+/* The request as received.  Header names are lower case. */
+const char *req_method(const struct request *r);
+const char *req_target(const struct request *r);      /* path and query, as sent */
+const char *req_authority(const struct request *r);   /* :authority or Host, "" if none */
+const char *req_protocol(const struct request *r);    /* "http/1.1", "h2" or "h2c" */
+const char *req_peer(const struct request *r);        /* "addr:port" of the client */
+bool req_is_head(const struct request *r);
+int64_t req_content_length(const struct request *r);  /* -1 if the client gave none */
+const char *req_header(const struct request *r, const char *name);   /* first value, or NULL */
+size_t req_header_count(const struct request *r);
+struct header req_header_at(const struct request *r, size_t i);
+double req_now(const struct request *r);               /* the worker's clock, seconds */
+double req_started(const struct request *r);           /* when the head was complete */
+
+/* The request body as a blocking read: > 0 bytes, 0 at its end, -1 if the exchange is
+ * gone (reset, closed, timed out). */
+ssize_t req_read_body(struct request *r, void *buf, size_t len);
+
+/* The response.  length is the body's size (sent as Content-Length), or BODY_STREAM for
+ * a body written piece by piece whose size is not known (HTTP/1.1 chunked), or BODY_NONE.
+ * For HEAD the same length is announced and no body goes out.  Headers are copied;
+ * content-length is the front end's to send. */
+enum { BODY_NONE = -2, BODY_STREAM = -1 };
+int req_respond(struct request *r, int status, const struct header *h, size_t n, int64_t length);
+/* A body of len bytes from off in a file, or from mem when it is not NULL (a copy of
+ * the file).  release(arg) is called once the request no longer needs fd or mem. */
+int req_respond_file(struct request *r, int status, const struct header *h, size_t n, int fd, const void *mem,
+                     int64_t off, int64_t len, void (*release)(void *arg), void *arg);
+int req_write(struct request *r, const void *data, size_t len);
+int req_end(struct request *r);
+/* A whole response from memory. */
+int req_simple(struct request *r, int status, const char *content_type, const void *body, size_t len);
+void req_sleep(struct request *r, double seconds);
+int req_status(const struct request *r);               /* 0 until responded */
+uint64_t req_bytes_sent(const struct request *r);       /* response body bytes sent */
+
+#endif

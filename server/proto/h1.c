@@ -64,7 +64,9 @@ struct h1_conn {
     uint32_t head_bytes;
     size_t discarded;
     uint8_t phase;                 /* enum h1_phase */
-    bool value_done;               /* a value ended and no field began since: more is obs-fold */
+    const char *exec_start, *exec_end;   /* the bytes llhttp is parsing now */
+    const char *vspan_end;         /* where the last value span ended */
+    bool vspan_at_end;             /* ... at the end of its bytes (it may go on in the next) */
     bool host_seen, close_after, upgrading;
     int error;                     /* the status a bad head gets */
 };
@@ -136,11 +138,13 @@ static void maybe_free_state(struct conn *c)
 static void error_response(struct conn *c, int status)
 {
     struct h1_conn *h = H(c);
-    char text[512];
-    int n = snprintf(text, sizeof text,
-                     "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n%s\n",
-                     status, reason(status), strlen(reason(status)) + 1, reason(status));
-    buf_append(&c->out, text, (size_t)n);
+    if (!h || !h->cur || !h->cur->head_sent) {      /* else its answer began: just stop */
+        char text[512];
+        int n = snprintf(text, sizeof text,
+                         "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n%s\n",
+                         status, reason(status), strlen(reason(status)) + 1, reason(status));
+        buf_append(&c->out, text, (size_t)n);
+    }
     log_msg(LOG_DEBUG, "%s: HTTP/1.1 %d", conn_peer(c), status);
     if (h && h->cur) {
         struct h1_request *r = h->cur;
@@ -177,7 +181,6 @@ static int on_message_begin(llhttp_t *p)
     h->phase = H1_HEAD;
     h->head_bytes = 0;
     h->host_seen = false;
-    h->value_done = false;
     h->target.len = h->field.len = h->value.len = 0;
     c->head_since = ev_now(c->w->loop);
     return 0;
@@ -202,16 +205,21 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
-    struct h1_conn *h = H(p->data);
-    h->value_done = false;
-    return add_span(p, &h->field, at, n);
+    return add_span(p, &H(p->data)->field, at, n);
 }
 
+/* llhttp passes obs-fold through as a second span of the same value (the CRLF left
+ * out), where a value split between two reads is also two spans: a fold is a span that
+ * neither starts where the last one ended nor continues one cut off by the end of the
+ * bytes, or a value that starts with whitespace (llhttp skips leading OWS itself). */
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
-    if (h->value_done)
-        return fail(p, 400);       /* obs-fold: a value continued on the next line */
+    bool continues = at == h->vspan_end || (at == h->exec_start && h->vspan_at_end);
+    if ((h->value.len && !continues) || (!h->value.len && n && (at[0] == ' ' || at[0] == '\t')))
+        return fail(p, 400);
+    h->vspan_end = at + n;
+    h->vspan_at_end = at + n == h->exec_end;
     return add_span(p, &h->value, at, n);
 }
 
@@ -238,7 +246,6 @@ static int on_header_value_complete(llhttp_t *p)
 {
     struct conn *c = p->data;
     struct h1_conn *h = H(c);
-    h->value_done = true;
     char *name = h->field.data, *value = h->value.data ? h->value.data : "";
     size_t nl = h->field.len, vl = h->value.len;
     if (!nl)
@@ -450,6 +457,8 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
         size_t give = n < body_room(h) ? n : body_room(h);
         if (!give)
             break;
+        h->exec_start = p;
+        h->exec_end = p + give;
         llhttp_errno_t err = llhttp_execute(&h->parser, p, give);
         size_t took = err == HPE_OK ? give : (size_t)(llhttp_get_error_pos(&h->parser) - p);
         *used += took;
@@ -525,6 +534,21 @@ static int write_head(struct conn *c, struct h1_request *r)
     struct h1_conn *h = H(c);
     struct request *q = &r->r;
     bool http10 = h->parser.http_major == 1 && h->parser.http_minor == 0;
+    /* Expect: 100-continue, answered before the body was asked for: a success invites
+     * the body after all (the handler means to read it); anything else may never see it
+     * come, so this exchange is the connection's last. */
+    if (r->expect_continue && !r->continue_sent && !q->body_eof) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (q->status >= 200 && q->status < 300) {
+            if (buf_append(&c->out, cont, sizeof cont - 1))
+                return -1;
+            r->continue_sent = true;
+        } else {
+            h->close_after = true;
+        }
+    }
+    if (c->shutdown_asked)
+        h->close_after = true;
     char line[256];
     int n = snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", q->status % 1000, reason(q->status));
     if (buf_append(&c->out, line, (size_t)n))
@@ -551,8 +575,6 @@ static int write_head(struct conn *c, struct h1_request *r)
     }
     if (n && buf_append(&c->out, line, (size_t)n))
         return -1;
-    if (c->shutdown_asked || (r->expect_continue && !r->continue_sent && !q->body_eof))
-        h->close_after = true;        /* the body may never come: this exchange is the last */
     if (h->close_after)
         n = snprintf(line, sizeof line, "connection: close\r\n\r\n");
     else

@@ -31,6 +31,7 @@ void config_defaults(struct config *c)
     snprintf(c->root, sizeof c->root, "./www");
     c->parking = true;
     c->builtin_routes = true;
+    c->server_header = true;
     c->log_level = LOG_INFO;
     c->preface_timeout = 10;
     c->idle_timeout = 300;
@@ -186,17 +187,23 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
         snprintf(dst, sizeof c->root, "%s", value);
         return CONFIG_OK;
     }
-    if (!strcmp(key, "parking") || !strcmp(key, "builtin_routes") || !strcmp(key, "coro_guard_pages")) {
-        bool b;
-        if (parse_bool(value, &b))
-            return VALUE_ERR("'%s' is not on or off");
-        if (!strcmp(key, "parking"))
-            c->parking = b;
-        else if (!strcmp(key, "builtin_routes"))
-            c->builtin_routes = b;
-        else
-            c->coro_guard_pages = b;
-        return CONFIG_OK;
+    struct { const char *name; bool *dst; } bools[] = {
+        { "parking", &c->parking }, { "builtin_routes", &c->builtin_routes },
+        { "coro_guard_pages", &c->coro_guard_pages }, { "server_header", &c->server_header },
+    };
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
+        if (!strcmp(key, bools[i].name)) {
+            bool b;
+            if (parse_bool(value, &b))
+                return VALUE_ERR("'%s' is not on or off");
+            return *bools[i].dst = b, CONFIG_OK;
+        }
+    if (!strcmp(key, "access_log_format")) {
+        if (!strcmp(value, "combined"))
+            return c->access_log_format = ACCESS_LOG_COMBINED, CONFIG_OK;
+        if (!strcmp(value, "json"))
+            return c->access_log_format = ACCESS_LOG_JSON, CONFIG_OK;
+        return VALUE_ERR("'%s' is not combined or json");
     }
     if (!strcmp(key, "log_level")) {
         int l = log_level_parse(value);

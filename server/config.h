@@ -28,7 +28,9 @@ struct config {
     char cert[1024], key[1024];
     bool parking;
     bool builtin_routes;
+    bool server_header;            /* send Server: h2park */
     char access_log[1024];
+    int access_log_format;         /* enum access_log_format */
     int log_level;
     double preface_timeout, idle_timeout, write_timeout, body_timeout, shutdown_timeout, scavenge_interval;
     long max_conns;
@@ -49,6 +51,7 @@ extern const char default_conf_text[];
 extern const unsigned default_conf_size;
 
 enum { CONFIG_OK = 0, CONFIG_ERROR = 2 };
+enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
 void config_defaults(struct config *c);
 /* Parses text as a config file named name; on error writes "name:line: problem" into err. */
 int config_parse(struct config *c, const char *text, size_t len, const char *name, char *err, size_t errlen);

@@ -5,9 +5,15 @@
 
 #include <stdint.h>
 
+/* Why a connection closed (core/serve.c decides). */
+enum close_reason { CLOSED_PEER, CLOSED_IDLE, CLOSED_TIMEOUT, CLOSED_GOAWAY, CLOSED_ERROR, CLOSED_REASONS };
+extern const char *const close_reason_names[CLOSED_REASONS];
+
 struct worker_counters {
     uint64_t conns, parked_conns, serve_coroutines, handler_coroutines;
     uint64_t conns_total, streams_total, parks_total, respawns_total;
+    uint64_t bytes_in, bytes_out;                  /* on the sockets, after TLS */
+    uint64_t closed[CLOSED_REASONS];
 };
 
 static inline void counter_add(uint64_t *c, int64_t d)

@@ -63,7 +63,7 @@ static const struct conn_proto *proto_after_tls(const unsigned char *alpn, unsig
     return len == 2 && !memcmp(alpn, "h2", 2) ? &h2_proto : &h1_proto;
 }
 
-static void tick(ev_tstamp now) { app_tick(now); }
+static void tick(int worker, ev_tstamp now, const struct worker_counters *n) { app_tick(worker, now, n); }
 
 static void config_die(const char *msg)
 {

@@ -27,6 +27,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "httpdate.h"
 #include "proto/frontend.h"
 #include "scalloc.h"
 
@@ -306,6 +307,16 @@ static int respond(struct request *r, int status, const struct header *h, size_t
 {
     if (r->responded || gone(r))
         return -1;
+    /* Every response carries Date (RFC 9110 6.6.1: a server with a clock must send it)
+     * and, unless turned off, Server. */
+    if (buf_append(&r->resp, "date", 5) || buf_append(&r->resp, http_date_now(), HTTP_DATE_LEN + 1))
+        return -1;
+    r->nresp++;
+    if (cfg.server_header) {
+        if (buf_append(&r->resp, "server\0h2park", 14))
+            return -1;
+        r->nresp++;
+    }
     for (size_t i = 0; i < n; i++) {
         if (buf_append(&r->resp, h[i].name, strlen(h[i].name) + 1) ||
             buf_append(&r->resp, h[i].value, strlen(h[i].value) + 1))
@@ -523,6 +534,7 @@ const char *req_target(const struct request *r) { return r->target; }
 const char *req_authority(const struct request *r) { return r->authority ? r->authority : ""; }
 const char *req_protocol(const struct request *r) { return r->protocol; }
 const char *req_peer(const struct request *r) { return conn_peer(r->c); }
+const char *req_peer_address(const struct request *r) { return conn_peer_address(r->c); }
 bool req_is_head(const struct request *r) { return r->method && !strcmp(r->method, "HEAD"); }
 int64_t req_content_length(const struct request *r) { return r->content_length; }
 double req_now(const struct request *r) { return ev_now(r->c->w->loop); }

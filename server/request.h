@@ -30,6 +30,7 @@ const char *req_target(const struct request *r);      /* path and query, as sent
 const char *req_authority(const struct request *r);   /* :authority or Host, "" if none */
 const char *req_protocol(const struct request *r);    /* "http/1.1", "h2" or "h2c" */
 const char *req_peer(const struct request *r);        /* "addr:port" of the client */
+const char *req_peer_address(const struct request *r); /* the client's address alone */
 bool req_is_head(const struct request *r);
 int64_t req_content_length(const struct request *r);  /* -1 if the client gave none */
 const char *req_header(const struct request *r, const char *name);   /* first value, or NULL */

@@ -93,7 +93,7 @@ check keepalive_idle_connections_park $? "$s"
 wait $LOAD
 grep -q "$((2 * N)) succeeded" "$TMP/h1idle.out"; check keepalive_parked_next_request $? "$(grep '^requests' "$TMP/h1idle.out")"
 
-grep -q ' http/1.1$' "$TMP/access.log" && grep -q ' h2c$' "$TMP/access.log"
+grep -qE ' http/1.1 [0-9.]+$' "$TMP/access.log" && grep -qE ' h2c [0-9.]+$' "$TMP/access.log"
 check access_log_names_protocol $? "$(tail -2 "$TMP/access.log")"
 stop_daemon
 

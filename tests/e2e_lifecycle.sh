@@ -14,7 +14,7 @@ wait "$CPID"
 wait "$DPID"; status=$?
 [ "$(cat "$TMP/slow.code")" = 200 ] && grep -q 'waited 1500 ms' "$TMP/slow.out" && [ "$status" = 0 ]
 check sigterm_finishes_inflight_then_exit_0 $? "code $(cat "$TMP/slow.code"), exit $status"
-grep -q 'GET /-/delay?ms=1500 200 ' "$TMP/access.log" && grep -q ' h2c$' "$TMP/access.log"
+grep -q '"GET /-/delay?ms=1500 HTTP/2.0" 200 ' "$TMP/access.log" && grep -qE ' h2c [0-9.]+$' "$TMP/access.log"
 check access_log_line_per_stream $? "$(tail -2 "$TMP/access.log")"
 
 start_daemon --access-log "$TMP/access.log"

@@ -49,7 +49,7 @@ for f in conns parked_conns coroutines serve_coroutines handler_coroutines stack
 done && ok stats_fields
 [ "$(stat_from "$stats" serve_coroutines)" = 1 ] && [ "$(stat_from "$stats" handler_coroutines)" = 1 ] && [ "$(stat_from "$stats" parking)" = true ]
 check stats_counts_asking_connection $? "$stats"
-m=$(c2 "$H/metrics"); echo "$m" | grep -q '^h2park_conns [0-9]' && echo "$m" | grep -q '^h2park_heap_alloc_bytes [0-9]' && echo "$m" | grep -q '^# TYPE h2park_streams_total counter'
+m=$(c2 "$H/metrics"); echo "$m" | grep -q '^h2park_connections [0-9]' && echo "$m" | grep -q '^h2park_heap_alloc_bytes [0-9]' && echo "$m" | grep -q '^# TYPE h2park_requests_total counter'
 check metrics_prometheus $? "$m"
 code=$(c2 -o /dev/null -w '%{http_code}' -X DELETE "$H/"); [ "$code" = 405 ]; check static_405 $? "code $code"
 code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/echo"); [ "$code" = 405 ]; check echo_get_405 $? "code $code"

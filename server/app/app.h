@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "request.h"
 
 enum { M_GET = 1, M_HEAD = 2, M_POST = 4 };
+struct worker_counters;
 
 struct route {
     const char *path;              /* matched exactly, the query aside */
@@ -25,13 +27,18 @@ extern const struct route stats_routes[];      /* stats.c: /-/stats, /metrics */
 /* routes.c: the application's entry point (request_set_handler). */
 void app_handle(struct request *r);
 int app_init(char *err, size_t errlen);
-/* Once a second on every worker. */
-void app_tick(double now);
+/* Once a second on every worker, with that worker's counters. */
+void app_tick(int worker, double now, const struct worker_counters *n);
 
 /* static.c */
 int static_init(char *err, size_t errlen);
 void static_serve(struct request *r);
 void static_sweep(double now);
+
+/* mimetypes.c: the Content-Type for a path's extension; /etc/mime.types adds to the
+ * built-in table. */
+const char *mime_type(const char *path);
+void mime_types_load(const char *path);
 
 /* path.c: the path part of target, percent-decoded, relative to root (no leading
  * slash); -1 on a bad escape, a NUL, a "." or ".." segment, or more than cap bytes. */
@@ -39,12 +46,31 @@ int path_decode(const char *target, char *out, size_t cap);
 /* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */
 int path_open_beneath(int root_fd, const char *rel);
 
-/* accesslog.c: one line per request, as it ends (request_log_hook). */
+/* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);
+
+/* metrics.c: responses by status class and request durations by protocol, per worker
+ * thread, summed for /metrics. */
+#define DURATION_BUCKETS 14
+#define METRIC_PROTOCOLS 3
+extern const double duration_bounds[DURATION_BUCKETS];
+extern const char *const metric_protocols[METRIC_PROTOCOLS];
+struct request_metrics {
+    uint64_t responses[5];                                    /* 1xx .. 5xx */
+    uint64_t duration[METRIC_PROTOCOLS][DURATION_BUCKETS + 1]; /* per bucket, not cumulative */
+    uint64_t duration_us[METRIC_PROTOCOLS];
+};
+void metrics_record(const struct request *r);
+void metrics_sum(struct request_metrics *out);
+
+/* dashboard.c: one sample a second per worker, the last DASHBOARD_SAMPLES of them. */
+void dashboard_sample(int worker, double now, const struct worker_counters *n);
+extern const struct route dashboard_routes[];
 
 /* Shared by the routes: a text answer, and an integer from the query. */
 void reply_text(struct request *r, int status, const char *text);
 long query_int(const char *target, const char *key);
 uint64_t rss_bytes(void);
+void stats_init(void);        /* stats.c: the process start time */
 
 #endif

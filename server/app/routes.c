@@ -9,7 +9,7 @@
 #include "app/app.h"
 #include "config.h"
 
-static const struct route *const tables[] = { builtin_routes, stats_routes };
+static const struct route *const tables[] = { builtin_routes, stats_routes, dashboard_routes };
 
 static unsigned method_bit(const char *m)
 {
@@ -47,14 +47,26 @@ void app_handle(struct request *r)
     static_serve(r);
 }
 
+/* Every request, as its exchange ends. */
+static void request_ended(const struct request *r)
+{
+    metrics_record(r);
+    access_log_request(r);
+}
+
 int app_init(char *err, size_t errlen)
 {
     request_set_handler(app_handle);
-    request_set_logger(access_log_request);
+    request_set_logger(request_ended);
+    stats_init();
     return static_init(err, errlen);
 }
 
-void app_tick(double now) { static_sweep(now); }
+void app_tick(int worker, double now, const struct worker_counters *n)
+{
+    static_sweep(now);
+    dashboard_sample(worker, now, n);
+}
 
 void reply_text(struct request *r, int status, const char *text)
 {

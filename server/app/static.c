@@ -1,30 +1,39 @@
-/* Static files under root.
+/* Static files under root, with the HTTP semantics clients rely on (RFC 9110): strong
+ * ETags, conditional requests, single byte ranges, a redirect for a directory named
+ * without its slash, and precompressed variants chosen by Accept-Encoding.
  *
- * Static paths are resolved beneath root by path.c; everything that would leave it is a
- * 404, like a file that is not there.
+ * Paths are resolved beneath root by path.c; everything that would leave it is a 404,
+ * like a file that is not there.  Anything under root is hostile input too: only regular
+ * files are served (O_NONBLOCK keeps a FIFO from blocking the worker), and a failure to
+ * open for lack of descriptors is a 503 and a log line, never a 404.
  *
- * Each worker keeps the files it served open for a second (like nginx's open_file_cache),
- * with their headers already formatted, and files of up to SMALL_FILE bytes read into
- * memory: a cached small file costs no system call per response, a larger one a pread
- * instead of open, fstat, pread and close.  A changed file is seen within a second, and
- * a small file's headers and body always come from the same reading.  Expired entries
- * are closed by a sweep every second, so a deleted or replaced file is not held open.
+ * Each worker keeps what it opened for a second (like nginx's open_file_cache): the
+ * descriptor, the validators and type formatted, files of up to SMALL_FILE bytes read
+ * into memory, and also what is not there (a missing file, a missing .gz or .br), so a
+ * cached small file costs no system call per response and a miss no openat2.  A changed
+ * file is seen within a second; a small file's headers and body always come from the same
+ * reading.  Expired entries are closed by a sweep every second, so a deleted or replaced
+ * file is not held open.
  *
- * Anything under root is hostile input too: files are opened with O_NONBLOCK (a FIFO
- * would otherwise block the worker in open) and only regular files are served; a
- * failure to open for lack of descriptors is 503 and a log line, never a 404. */
+ * Conditionals are evaluated in RFC 9110 section 13.2.2's order: If-Match, then
+ * If-Unmodified-Since (412), If-None-Match, then If-Modified-Since (304), then If-Range
+ * with Range (206, or 416 for a range that misses the file).  A request for several
+ * ranges gets the whole file (200), which the RFC allows. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "app/app.h"
 #include "config.h"
+#include "httpdate.h"
 #include "log.h"
 #include "scalloc.h"
 
@@ -34,30 +43,35 @@
 
 static int root_fd = -1;
 
+enum file_kind { FILE_REGULAR, FILE_DIR_NO_SLASH, FILE_MISSING };
+
 struct open_file {
-    char *path;                /* the decoded request path */
-    int fd;
-    int refs;                  /* streams sending from fd */
-    bool evicted;              /* out of the table: close when the last stream is done */
+    char *path;                /* the decoded request path (with .gz or .br for a variant) */
+    int fd;                    /* -1 unless FILE_REGULAR */
+    uint8_t kind;              /* enum file_kind */
+    int refs;                  /* requests sending from fd */
+    bool evicted;              /* out of the table: close when the last request is done */
     double expires;
     time_t mtime;
     int64_t size;
     char *content;             /* the whole file if it is small, else NULL */
     const char *type;
-    char modified[40];
+    char modified[HTTP_DATE_LEN + 1];
+    char etag[64];
 };
 
 static __thread struct open_file **open_files;  /* OPEN_FILES slots per worker */
 
 static void open_file_free(struct open_file *f)
 {
-    close(f->fd);
+    if (f->fd >= 0)
+        close(f->fd);
     sc_free(f->content);
     sc_free(f->path);
     sc_free(f);
 }
 
-/* Out of the table; closed now, or when the last stream sending from it is done. */
+/* Out of the table; closed now, or when the last request sending from it is done. */
 static void open_file_evict(struct open_file *f)
 {
     f->evicted = true;
@@ -65,39 +79,11 @@ static void open_file_evict(struct open_file *f)
         open_file_free(f);
 }
 
-static void open_file_release(struct open_file *f)
+static void open_file_release(void *arg)
 {
+    struct open_file *f = arg;
     if (--f->refs == 0 && f->evicted)
         open_file_free(f);
-}
-
-static const struct { const char *ext, *type; } mime_types[] = {
-    { "html", "text/html; charset=utf-8" }, { "htm", "text/html; charset=utf-8" },
-    { "css", "text/css" }, { "js", "text/javascript" }, { "mjs", "text/javascript" },
-    { "json", "application/json" }, { "txt", "text/plain; charset=utf-8" }, { "xml", "application/xml" },
-    { "svg", "image/svg+xml" }, { "png", "image/png" }, { "jpg", "image/jpeg" }, { "jpeg", "image/jpeg" },
-    { "gif", "image/gif" }, { "webp", "image/webp" }, { "ico", "image/x-icon" }, { "avif", "image/avif" },
-    { "wasm", "application/wasm" }, { "pdf", "application/pdf" }, { "zip", "application/zip" },
-    { "gz", "application/gzip" }, { "mp4", "video/mp4" }, { "webm", "video/webm" }, { "mp3", "audio/mpeg" },
-    { "woff", "font/woff" }, { "woff2", "font/woff2" }, { "csv", "text/csv" }, { "md", "text/markdown" },
-};
-
-static const char *content_type(const char *path)
-{
-    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
-    if (dot && (!slash || dot > slash))
-        for (size_t i = 0; i < sizeof mime_types / sizeof mime_types[0]; i++)
-            if (!strcasecmp(dot + 1, mime_types[i].ext))
-                return mime_types[i].type;
-    return "application/octet-stream";
-}
-
-
-static void http_date(time_t t, char *out, size_t cap)
-{
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
 static unsigned path_hash(const char *p)
@@ -110,18 +96,25 @@ static unsigned path_hash(const char *p)
 
 static bool out_of_descriptors(int err) { return err == EMFILE || err == ENFILE; }
 
-/* Opens rel (a directory means its index.html) and fills f.  0, or an errno: ENOENT
- * for anything that is not a regular file, EMFILE or ENFILE when descriptors ran out. */
+/* Opens rel and fills f: a regular file; a directory named with its slash (its
+ * index.html); a directory without it (to be redirected); or nothing (missing, or not a
+ * regular file).  0, or EMFILE/ENFILE when descriptors ran out. */
 static int open_file_fill(struct open_file *f, const char *rel)
 {
     char path[2048];
     snprintf(path, sizeof path, "%s", rel);
+    f->fd = -1;
+    f->kind = FILE_MISSING;
     int fd = path_open_beneath(root_fd, path);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        size_t l = strlen(path);
-        snprintf(path + l, sizeof path - l, "%sindex.html", l && path[l - 1] != '/' ? "/" : "");
         close(fd);
+        size_t l = strlen(path);
+        if (l && path[l - 1] != '/') {
+            f->kind = FILE_DIR_NO_SLASH;
+            return 0;
+        }
+        snprintf(path + l, sizeof path - l, "index.html");
         fd = path_open_beneath(root_fd, path);
         if (fd >= 0 && fstat(fd, &st) != 0) {
             close(fd);
@@ -129,12 +122,13 @@ static int open_file_fill(struct open_file *f, const char *rel)
         }
     }
     if (fd < 0 || !S_ISREG(st.st_mode)) {
-        int err = fd < 0 && out_of_descriptors(errno) ? errno : ENOENT;
+        int err = fd < 0 && out_of_descriptors(errno) ? errno : 0;
         if (fd >= 0)
             close(fd);
         return err;
     }
     f->fd = fd;
+    f->kind = FILE_REGULAR;
     f->mtime = st.st_mtime;
     f->size = st.st_size;
     if (st.st_size > 0 && st.st_size <= SMALL_FILE && (f->content = sc_malloc((size_t)st.st_size)) &&
@@ -142,13 +136,17 @@ static int open_file_fill(struct open_file *f, const char *rel)
         sc_free(f->content);   /* changing under us: send from the descriptor */
         f->content = NULL;
     }
-    f->type = content_type(path);
-    http_date(st.st_mtime, f->modified, sizeof f->modified);
+    f->type = mime_type(path);
+    http_date_format(st.st_mtime, f->modified);
+    /* Strong: inode, size and modification time (to the nanosecond) together change
+     * whenever the bytes may have. */
+    snprintf(f->etag, sizeof f->etag, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"", (uint64_t)st.st_ino,
+             (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec * UINT64_C(1000000000) + (uint64_t)st.st_mtim.tv_nsec);
     return 0;
 }
 
-/* The cache entry for rel, opened now if it is missing or older than OPEN_FILE_TTL;
- * NULL with *err set (ENOENT, EMFILE, ENFILE, ENOMEM) if there is none. */
+/* The cache entry for rel, opened now if it is missing or older than OPEN_FILE_TTL.
+ * NULL with *err (EMFILE, ENFILE, ENOMEM) only when it could not be looked at. */
 static struct open_file *open_file_get(const char *rel, double now, int *err)
 {
     *err = ENOMEM;
@@ -167,10 +165,7 @@ static struct open_file *open_file_get(const char *rel, double now, int *err)
     if ((*err = open_file_fill(f, rel)) || !(f->path = sc_malloc(strlen(rel) + 1))) {
         if (!*err)
             *err = ENOMEM;
-        if (f->fd > 0)
-            close(f->fd);
-        sc_free(f->content);
-        sc_free(f);
+        open_file_free(f);
         return NULL;
     }
     strcpy(f->path, rel);
@@ -179,7 +174,6 @@ static struct open_file *open_file_get(const char *rel, double now, int *err)
     return f;
 }
 
-/* Closes the entries that expired (called every second by the worker). */
 void static_sweep(double now)
 {
     for (unsigned i = 0; open_files && i < OPEN_FILES; i++) {
@@ -191,31 +185,135 @@ void static_sweep(double now)
     }
 }
 
-/* An HTTP-date in any of the three forms RFC 9110 section 5.6.7 requires a recipient to
- * accept: IMF-fixdate, the obsolete RFC 850 form and asctime's.  -1 if none fits. */
-static int64_t parse_http_date(const char *v)
+/* ---- the semantics ---- */
+
+/* Does an If-Match/If-None-Match list name etag?  weak: W/ prefixes are ignored (13.1.2
+ * for If-None-Match); else a weak tag never matches (If-Match compares strongly). */
+static bool etag_listed(const char *list, const char *etag, bool weak)
 {
-    static const char *const forms[] = { "%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT",
-                                         "%a %b %e %H:%M:%S %Y" };
-    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
-        struct tm tm;
-        memset(&tm, 0, sizeof tm);
-        const char *end = strptime(v, forms[i], &tm);
-        if (!end || *end)
-            continue;
-        int64_t t = (int64_t)timegm(&tm);
-        /* RFC 850's two-digit year: one more than 50 years ahead is in the past century. */
-        if (i == 1 && t > (int64_t)time(NULL) + 50ll * 366 * 86400) {
-            tm.tm_year -= 100;
-            t = (int64_t)timegm(&tm);
-        }
-        return t;
+    size_t el = strlen(etag);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (*p == '*')
+            return true;
+        bool is_weak = !strncmp(p, "W/", 2);
+        if (is_weak)
+            p += 2;
+        if (*p != '"')
+            return false;                      /* malformed: no match */
+        const char *end = strchr(p + 1, '"');
+        if (!end)
+            return false;
+        if ((size_t)(end + 1 - p) == el && !strncmp(p, etag, el) && (weak || !is_weak))
+            return true;
+        p = end + 1;
     }
-    return -1;
+    return false;
 }
 
-static void release_file(void *arg) { open_file_release(arg); }
+/* Accept-Encoding allows coding (q > 0, by name or by *). */
+static bool accepts(const char *list, const char *coding)
+{
+    if (!list)
+        return false;
+    size_t cl = strlen(coding);
+    bool star = false;
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *name = p;
+        while (*p && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
+            p++;
+        size_t nl = (size_t)(p - name);
+        double q = 1;
+        const char *e = p;
+        while (*e && *e != ',')
+            e++;
+        const char *qs = memmem(p, (size_t)(e - p), "q=", 2);
+        if (qs)
+            q = strtod(qs + 2, NULL);
+        if (nl == cl && !strncasecmp(name, coding, cl))
+            return q > 0;
+        if (nl == 1 && *name == '*')
+            star = q > 0;
+        p = e;
+    }
+    return star;
+}
 
+/* A single byte range of a file of size bytes: 1 and [*first, *last], 0 to send the
+ * whole file (no range, several, or one that does not parse), -1 if it misses the file. */
+static int parse_range(const char *range, int64_t size, int64_t *first, int64_t *last)
+{
+    if (strncmp(range, "bytes=", 6) || strchr(range, ','))
+        return 0;
+    const char *p = range + 6, *dash = strchr(p, '-');
+    if (!dash)
+        return 0;
+    char *end;
+    if (dash == p) {                           /* -N: the last N bytes */
+        long long n = strtoll(dash + 1, &end, 10);
+        if (end == dash + 1 || *end || n < 0)
+            return 0;
+        if (n == 0 || size == 0)
+            return -1;
+        *first = n >= size ? 0 : size - n;
+        *last = size - 1;
+        return 1;
+    }
+    long long a = strtoll(p, &end, 10);
+    if (end != dash || a < 0)
+        return 0;
+    long long b = size - 1;
+    if (dash[1]) {
+        b = strtoll(dash + 1, &end, 10);
+        if (*end || b < a)
+            return 0;
+    }
+    if (a >= size)
+        return -1;
+    *first = a;
+    *last = b >= size ? size - 1 : b;
+    return 1;
+}
+
+/* The precompressed variant of rel to send for this Accept-Encoding, if any: br, then
+ * gzip.  *exists says whether rel has a variant at all (the answer then varies). */
+static struct open_file *variant(const char *rel, const char *accept, double now, const char **coding, bool *exists)
+{
+    static const char *const codings[][2] = { { "br", ".br" }, { "gzip", ".gz" } };
+    struct open_file *chosen = NULL;
+    *exists = false;
+    for (int i = 0; i < 2; i++) {
+        char name[2100];
+        int err;
+        snprintf(name, sizeof name, "%s%s", rel, codings[i][1]);
+        struct open_file *v = open_file_get(name, now, &err);
+        if (!v || v->kind != FILE_REGULAR)
+            continue;
+        *exists = true;
+        if (!chosen && accepts(accept, codings[i][0])) {
+            chosen = v;
+            *coding = codings[i][0];
+        }
+    }
+    return chosen;
+}
+
+static void redirect_to_slash(struct request *r)
+{
+    const char *target = req_target(r), *q = strchr(target, '?');
+    size_t pl = q ? (size_t)(q - target) : strlen(target);
+    char location[2200];
+    snprintf(location, sizeof location, "%.*s/%s", (int)pl, target, q ? q : "");
+    struct header h[] = { { "location", location }, { "content-type", "text/plain; charset=utf-8" } };
+    static const char body[] = "moved: add the slash\n";
+    if (req_respond(r, 301, h, 2, sizeof body - 1) == 0 && !req_is_head(r)) {
+        req_write(r, body, sizeof body - 1);
+        req_end(r);
+    }
+}
 
 void static_serve(struct request *r)
 {
@@ -231,11 +329,8 @@ void static_serve(struct request *r)
         return;
     }
     int err;
-    struct open_file *f = open_file_get(rel, req_now(r), &err);
-    if (!f && err == ENOENT) {
-        reply_text(r, 404, "not found\n");
-        return;
-    }
+    double now = req_now(r);
+    struct open_file *f = open_file_get(rel, now, &err);
     if (!f) {
         static __thread time_t logged;
         log_rate_limited(LOG_ERROR, &logged, "cannot open files under root: %s (raise the open-file limit or lower max_conns)",
@@ -244,17 +339,66 @@ void static_serve(struct request *r)
         req_respond(r, 503, h, 1, BODY_NONE);
         return;
     }
-    /* A date in the future is no validator (RFC 9110 section 13.1.3): ignored. */
-    const char *ims = req_header(r, "if-modified-since");
-    int64_t since = ims ? parse_http_date(ims) : -1;
-    if (since >= 0 && since <= (int64_t)time(NULL) && f->mtime <= since) {
-        struct header h[] = { { "last-modified", f->modified } };
-        req_respond(r, 304, h, 1, BODY_NONE);
+    if (f->kind == FILE_DIR_NO_SLASH)
+        return redirect_to_slash(r);
+    if (f->kind != FILE_REGULAR) {
+        reply_text(r, 404, "not found\n");
         return;
     }
-    struct header h[] = { { "content-type", f->type }, { "last-modified", f->modified } };
+    const char *type = f->type, *coding = NULL;
+    bool has_variants = false;
+    struct open_file *v = variant(f->path, req_header(r, "accept-encoding"), now, &coding, &has_variants);
+    if (v)
+        f = v;                                 /* the same content, encoded: its own validators */
+    struct header h[10];
+    size_t n = 0;
+    h[n++] = (struct header){ "content-type", type };
+    h[n++] = (struct header){ "last-modified", f->modified };
+    h[n++] = (struct header){ "etag", f->etag };
+    h[n++] = (struct header){ "accept-ranges", "bytes" };
+    if (coding)
+        h[n++] = (struct header){ "content-encoding", coding };
+    if (has_variants)
+        h[n++] = (struct header){ "vary", "accept-encoding" };
+
+    const char *if_match = req_header(r, "if-match"), *inm = req_header(r, "if-none-match");
+    const char *ius = req_header(r, "if-unmodified-since"), *ims = req_header(r, "if-modified-since");
+    int64_t t;
+    if (if_match ? !etag_listed(if_match, f->etag, false)
+                 : ius && (t = http_date_parse(ius)) >= 0 && f->mtime > t) {
+        req_respond(r, 412, h + 2, 1, BODY_NONE);
+        return;
+    }
+    /* A date in the future is no validator (section 13.1.3): ignored. */
+    if (inm ? etag_listed(inm, f->etag, true)
+            : ims && (t = http_date_parse(ims)) >= 0 && t <= (int64_t)time(NULL) && f->mtime <= t) {
+        struct header nm[] = { { "last-modified", f->modified }, { "etag", f->etag }, { "vary", "accept-encoding" } };
+        req_respond(r, 304, nm, has_variants ? 3 : 2, BODY_NONE);   /* what a 200 would say of validity */
+        return;
+    }
+    const char *range = req_header(r, "range"), *if_range = req_header(r, "if-range");
+    if (range && if_range) {
+        bool fresh = if_range[0] == '"' ? !strcmp(if_range, f->etag)
+                                        : (t = http_date_parse(if_range)) >= 0 && t == (int64_t)f->mtime;
+        if (!fresh)
+            range = NULL;                       /* changed since: the whole new file */
+    }
+    int64_t first = 0, last = f->size - 1;
+    int ranged = range ? parse_range(range, f->size, &first, &last) : 0;
+    char content_range[80];
+    if (ranged < 0) {
+        snprintf(content_range, sizeof content_range, "bytes */%" PRId64, f->size);
+        struct header u[] = { { "content-range", content_range } };
+        req_respond(r, 416, u, 1, BODY_NONE);
+        return;
+    }
+    if (ranged > 0) {
+        snprintf(content_range, sizeof content_range, "bytes %" PRId64 "-%" PRId64 "/%" PRId64, first, last, f->size);
+        h[n++] = (struct header){ "content-range", content_range };
+    }
     f->refs++;
-    req_respond_file(r, 200, h, 2, f->fd, f->content, 0, f->size, release_file, f);
+    req_respond_file(r, ranged > 0 ? 206 : 200, h, n, f->fd, f->content, first, last - first + 1,
+                     open_file_release, f);
 }
 
 int static_init(char *err, size_t errlen)
@@ -264,5 +408,6 @@ int static_init(char *err, size_t errlen)
         snprintf(err, errlen, "root %s: %s", cfg.root, strerror(errno));
         return -1;
     }
+    mime_types_load("/etc/mime.types");
     return 0;
 }

@@ -1,33 +1,71 @@
-/* /-/stats and /metrics: the same figures as JSON and in Prometheus' text format.
+/* /-/stats and /metrics: the daemon's figures as JSON and in Prometheus' text format.
  *
- * Connection and coroutine counts are summed over the workers' counters, heap figures
- * come from sc_read_stats, RSS from /proc/self/statm; all are cheap enough to serve on
- * every request. */
+ * Connection and coroutine counts are summed over the workers' counters, per-request
+ * figures over the workers' metric blocks (metrics.c), heap figures come from
+ * sc_read_stats, process figures from /proc/self; all are cheap enough to serve on every
+ * request.  The Prometheus names follow its conventions, which `promtool check metrics`
+ * checks (a test runs it): HELP and TYPE for every family, _total only on counters, base
+ * units in the name, no gauge and counter of one family name. */
+#define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "app/app.h"
 #include "config.h"
+#include "coro.h"
 #include "counters.h"
 #include "scalloc.h"
 
-/* Read with open and read, not stdio: a FILE would take memory from libc's malloc on
- * every request. */
+static time_t started_at;
+
+/* /proc/self files are read with open and read, not stdio: a FILE would take memory
+ * from the C library's malloc on every request. */
+static ssize_t read_proc(const char *path, char *text, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, cap - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    text[n > 0 ? n : 0] = 0;
+    return n;
+}
+
 uint64_t rss_bytes(void)
 {
     char text[128];
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return 0;
-    text[n] = 0;
     unsigned long long size = 0, resident = 0;
-    if (sscanf(text, "%llu %llu", &size, &resident) != 2)
+    if (read_proc("/proc/self/statm", text, sizeof text) <= 0 || sscanf(text, "%llu %llu", &size, &resident) != 2)
         return 0;
     return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static double cpu_seconds(void)
+{
+    char text[1024];
+    if (read_proc("/proc/self/stat", text, sizeof text) <= 0)
+        return 0;
+    const char *p = strrchr(text, ')');   /* the command name may hold anything */
+    unsigned long long utime = 0, stime = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return 0;
+    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static unsigned open_fds(void)
+{
+    unsigned n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n ? n - 1 : 0;                 /* less the one opendir holds */
 }
 
 struct figure {
@@ -36,72 +74,153 @@ struct figure {
     bool boolean, counter;
 };
 
-static size_t collect(struct figure *f)
+static size_t collect(struct figure *f, struct worker_counters *n, struct sc_stats *st)
 {
-    struct worker_counters n;
-    workers_sum(&n);
-    struct sc_stats st;
-    sc_read_stats(&st);
+    workers_sum(n);
+    sc_read_stats(st);
     size_t k = 0;
-    f[k++] = (struct figure){ "conns", n.conns, false, false };
-    f[k++] = (struct figure){ "parked_conns", n.parked_conns, false, false };
-    f[k++] = (struct figure){ "coroutines", n.serve_coroutines + n.handler_coroutines, false, false };
-    f[k++] = (struct figure){ "serve_coroutines", n.serve_coroutines, false, false };
-    f[k++] = (struct figure){ "handler_coroutines", n.handler_coroutines, false, false };
-    f[k++] = (struct figure){ "stack_inuse_bytes", st.stack_inuse, false, false };
-    f[k++] = (struct figure){ "heap_alloc_bytes", st.heap_alloc, false, false };
-    f[k++] = (struct figure){ "heap_inuse_bytes", st.heap_inuse, false, false };
-    f[k++] = (struct figure){ "heap_sys_bytes", st.heap_sys, false, false };
-    f[k++] = (struct figure){ "heap_released_bytes", st.heap_released, false, false };
+    f[k++] = (struct figure){ "conns", n->conns, false, false };
+    f[k++] = (struct figure){ "parked_conns", n->parked_conns, false, false };
+    f[k++] = (struct figure){ "coroutines", n->serve_coroutines + n->handler_coroutines, false, false };
+    f[k++] = (struct figure){ "serve_coroutines", n->serve_coroutines, false, false };
+    f[k++] = (struct figure){ "handler_coroutines", n->handler_coroutines, false, false };
+    f[k++] = (struct figure){ "stack_inuse_bytes", st->stack_inuse, false, false };
+    f[k++] = (struct figure){ "heap_alloc_bytes", st->heap_alloc, false, false };
+    f[k++] = (struct figure){ "heap_inuse_bytes", st->heap_inuse, false, false };
+    f[k++] = (struct figure){ "heap_sys_bytes", st->heap_sys, false, false };
+    f[k++] = (struct figure){ "heap_released_bytes", st->heap_released, false, false };
     f[k++] = (struct figure){ "rss_bytes", rss_bytes(), false, false };
     f[k++] = (struct figure){ "parking", cfg.parking, true, false };
-    f[k++] = (struct figure){ "conns_total", n.conns_total, false, true };
-    f[k++] = (struct figure){ "streams_total", n.streams_total, false, true };
-    f[k++] = (struct figure){ "parks_total", n.parks_total, false, true };
-    f[k++] = (struct figure){ "respawns_total", n.respawns_total, false, true };
+    f[k++] = (struct figure){ "conns_total", n->conns_total, false, true };
+    f[k++] = (struct figure){ "streams_total", n->streams_total, false, true };
+    f[k++] = (struct figure){ "parks_total", n->parks_total, false, true };
+    f[k++] = (struct figure){ "respawns_total", n->respawns_total, false, true };
     f[k++] = (struct figure){ "workers", (uint64_t)nworkers, false, false };
     return k;
 }
 
-static size_t stats_json(char *out, size_t cap)
-{
-    struct figure f[24];
-    size_t k = collect(f), n = 0;
-    n += (size_t)snprintf(out + n, cap - n, "{");
-    for (size_t i = 0; i < k && n < cap; i++) {
-        if (f[i].boolean)
-            n += (size_t)snprintf(out + n, cap - n, "%s\"%s\": %s", i ? ", " : "", f[i].name, f[i].value ? "true" : "false");
-        else
-            n += (size_t)snprintf(out + n, cap - n, "%s\"%s\": %llu", i ? ", " : "", f[i].name, (unsigned long long)f[i].value);
-    }
-    if (n < cap)
-        n += (size_t)snprintf(out + n, cap - n, "}\n");
-    return n < cap ? n : cap - 1;
-}
-
-static size_t stats_prometheus(char *out, size_t cap)
-{
-    struct figure f[24];
-    size_t k = collect(f), n = 0;
-    for (size_t i = 0; i < k && n < cap; i++)
-        n += (size_t)snprintf(out + n, cap - n, "# TYPE h2park_%s %s\nh2park_%s %llu\n", f[i].name,
-                              f[i].counter ? "counter" : "gauge", f[i].name, (unsigned long long)f[i].value);
-    return n < cap ? n : cap - 1;
-}
-
 static void stats(struct request *r)
 {
-    char text[4096];
-    size_t n = stats_json(text, sizeof text);
-    req_simple(r, 200, "application/json", text, n);
+    struct figure f[24];
+    struct worker_counters n;
+    struct sc_stats st;
+    size_t k = collect(f, &n, &st);
+    struct buf b = { 0 };
+    char item[128];
+    buf_append(&b, "{", 1);
+    for (size_t i = 0; i < k; i++) {
+        int len = f[i].boolean ? snprintf(item, sizeof item, "%s\"%s\": %s", i ? ", " : "", f[i].name, f[i].value ? "true" : "false")
+                               : snprintf(item, sizeof item, "%s\"%s\": %llu", i ? ", " : "", f[i].name,
+                                          (unsigned long long)f[i].value);
+        buf_append(&b, item, (size_t)len);
+    }
+    buf_append(&b, "}\n", 2);
+    req_simple(r, 200, "application/json", b.data, b.len);
+    buf_free(&b);
+}
+
+static void family(struct buf *b, const char *name, const char *type, const char *help)
+{
+    char text[512];
+    int n = snprintf(text, sizeof text, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    buf_append(b, text, (size_t)n);
+}
+
+static void sample(struct buf *b, const char *name, const char *labels, double value)
+{
+    char text[512];
+    int n = snprintf(text, sizeof text, "%s%s %.17g\n", name, labels, value);
+    buf_append(b, text, (size_t)n);
+}
+
+static void metric(struct buf *b, const char *name, const char *type, const char *help, double value)
+{
+    family(b, name, type, help);
+    sample(b, name, "", value);
 }
 
 static void metrics(struct request *r)
 {
-    char text[4096];
-    size_t n = stats_prometheus(text, sizeof text);
-    req_simple(r, 200, "text/plain; version=0.0.4", text, n);
+    struct figure f[24];
+    struct worker_counters n;
+    struct sc_stats st;
+    collect(f, &n, &st);
+    struct request_metrics m;
+    metrics_sum(&m);
+    struct sc_config sc;
+    sc_get_config(&sc);
+    struct buf b = { 0 };
+    char labels[160];
+
+    metric(&b, "h2park_connections", "gauge", "Connections open.", (double)n.conns);
+    metric(&b, "h2park_connections_parked", "gauge", "Open connections with no serve coroutine (parked).",
+           (double)n.parked_conns);
+    metric(&b, "h2park_connections_accepted_total", "counter", "Connections accepted.", (double)n.conns_total);
+    family(&b, "h2park_connections_closed_total", "counter",
+           "Connections closed, by reason: peer (the client closed), idle (idle_timeout), timeout (another deadline), "
+           "goaway (h2park's last words: an error or a shutdown), error (the socket failed).");
+    for (int i = 0; i < CLOSED_REASONS; i++) {
+        snprintf(labels, sizeof labels, "{reason=\"%s\"}", close_reason_names[i]);
+        sample(&b, "h2park_connections_closed_total", labels, (double)n.closed[i]);
+    }
+    family(&b, "h2park_coroutines", "gauge", "Live coroutines, by kind: serve loops and request handlers.");
+    sample(&b, "h2park_coroutines", "{kind=\"serve\"}", (double)n.serve_coroutines);
+    sample(&b, "h2park_coroutines", "{kind=\"handler\"}", (double)n.handler_coroutines);
+    metric(&b, "h2park_parks_total", "counter", "Serve coroutines that parked.", (double)n.parks_total);
+    metric(&b, "h2park_serve_respawns_total", "counter", "Serve coroutines spawned for a connection that had parked.",
+           (double)n.respawns_total);
+    metric(&b, "h2park_requests_total", "counter", "Requests begun, all protocols.", (double)n.streams_total);
+    family(&b, "h2park_responses_total", "counter", "Responses by status class.");
+    for (int i = 0; i < 5; i++) {
+        snprintf(labels, sizeof labels, "{code=\"%dxx\"}", i + 1);
+        sample(&b, "h2park_responses_total", labels, (double)m.responses[i]);
+    }
+    family(&b, "h2park_request_duration_seconds", "histogram",
+           "Time from a request's complete head to the end of its exchange, by protocol.");
+    for (int p = 0; p < METRIC_PROTOCOLS; p++) {
+        uint64_t cum = 0;
+        for (int i = 0; i <= DURATION_BUCKETS; i++) {
+            cum += m.duration[p][i];
+            if (i < DURATION_BUCKETS)
+                snprintf(labels, sizeof labels, "{protocol=\"%s\",le=\"%g\"}", metric_protocols[p], duration_bounds[i]);
+            else
+                snprintf(labels, sizeof labels, "{protocol=\"%s\",le=\"+Inf\"}", metric_protocols[p]);
+            sample(&b, "h2park_request_duration_seconds_bucket", labels, (double)cum);
+        }
+        snprintf(labels, sizeof labels, "{protocol=\"%s\"}", metric_protocols[p]);
+        sample(&b, "h2park_request_duration_seconds_sum", labels, (double)m.duration_us[p] / 1e6);
+        sample(&b, "h2park_request_duration_seconds_count", labels, (double)cum);
+    }
+    metric(&b, "h2park_received_bytes_total", "counter", "Bytes read from clients (after TLS).", (double)n.bytes_in);
+    metric(&b, "h2park_sent_bytes_total", "counter", "Bytes written to clients (before TLS).", (double)n.bytes_out);
+    metric(&b, "h2park_stack_inuse_bytes", "gauge", "Bytes of heap spans holding coroutine stacks.",
+           (double)st.stack_inuse);
+    metric(&b, "h2park_heap_alloc_bytes", "gauge", "Bytes in live heap objects, class- or page-rounded.",
+           (double)st.heap_alloc);
+    metric(&b, "h2park_heap_inuse_bytes", "gauge", "Bytes in heap spans holding objects.", (double)st.heap_inuse);
+    metric(&b, "h2park_heap_sys_bytes", "gauge", "Address space the heap has taken into use.", (double)st.heap_sys);
+    metric(&b, "h2park_heap_released_bytes", "gauge", "Idle heap pages given back to the OS.", (double)st.heap_released);
+    metric(&b, "h2park_parking_enabled", "gauge", "1 if idle serve loops park (http2serveparking).", cfg.parking);
+    metric(&b, "h2park_workers", "gauge", "Worker threads.", (double)nworkers);
+    family(&b, "h2park_build_info", "gauge", "How this h2park was built; the value is always 1.");
+    snprintf(labels, sizeof labels, "{version=\"%s\",allocator=\"scalloc\",size_specialized=\"%s\",coroutines=\"%s\"}",
+             H2PARK_VERSION, sc.size_specialized ? "on" : "off", coro_switch_kind());
+    sample(&b, "h2park_build_info", labels, 1);
+
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    metric(&b, "process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.", cpu_seconds());
+    metric(&b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", (double)rss_bytes());
+    metric(&b, "process_open_fds", "gauge", "Open file descriptors.", open_fds());
+    metric(&b, "process_max_fds", "gauge", "The open-file limit.",
+           rl.rlim_cur == RLIM_INFINITY ? 1e18 : (double)rl.rlim_cur);
+    metric(&b, "process_start_time_seconds", "gauge", "When the process started, in seconds since the epoch.",
+           (double)started_at);
+    req_simple(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+    buf_free(&b);
 }
+
+void stats_init(void) { started_at = time(NULL); }
 
 const struct route stats_routes[] = {
     { "/-/stats", M_GET | M_HEAD, stats },

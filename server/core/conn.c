@@ -158,6 +158,18 @@ const char *conn_peer(const struct conn *c)
     return text;
 }
 
+const char *conn_peer_address(const struct conn *c)
+{
+    static __thread char text[INET6_ADDRSTRLEN];
+    if (c->peer.sa.sa_family == AF_INET)
+        inet_ntop(AF_INET, &c->peer.in.sin_addr, text, sizeof text);
+    else if (c->peer.sa.sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, text, sizeof text);
+    else
+        snprintf(text, sizeof text, "-");
+    return text;
+}
+
 void conn_watch(struct conn *c, bool read, bool write)
 {
     if (c->io_read == read && c->io_write == write && ev_is_active(&c->io))
@@ -179,6 +191,7 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
         int n = SSL_read(c->ssl, buf, (int)len);
         if (n > 0) {
             c->last_io = ev_now(c->w->loop);
+            counter_add(&c->w->n.bytes_in, n);
             return n;
         }
         int e = SSL_get_error(c->ssl, n);
@@ -191,6 +204,7 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
         ssize_t n = read(c->fd, buf, len);
         if (n > 0) {
             c->last_io = ev_now(c->w->loop);
+            counter_add(&c->w->n.bytes_in, n);
             return n;
         }
         if (n < 0 && errno == EINTR)
@@ -232,6 +246,7 @@ int conn_flush(struct conn *c)
         c->out_off += (size_t)n;
         c->write_blocked_since = 0;
         c->last_io = ev_now(c->w->loop);
+        counter_add(&c->w->n.bytes_out, n);
     }
     buf_free(&c->out);
     c->out_off = 0;
@@ -270,6 +285,7 @@ void conn_close(struct conn *c)
     if (c->next)
         c->next->prev = c->prev;
     counter_add(&w->n.conns, -1);
+    counter_add(&w->n.closed[c->close_reason], 1);
     int fd = c->fd;
     sc_free(c);
     if (linger) {

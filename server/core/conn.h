@@ -95,7 +95,7 @@ struct worker {
 
 extern struct worker *workers;
 /* Runs on every worker once a second (the application's housekeeping). */
-extern void (*worker_tick_hook)(ev_tstamp now);
+extern void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
 
 int workers_listen(char *err, size_t errlen);
 int workers_start(void);
@@ -132,6 +132,7 @@ struct conn {
     int fd;
     uint8_t state;                 /* enum conn_state */
     uint8_t timed_out;             /* enum conn_timeout: which deadline passed */
+    uint8_t close_reason;          /* enum close_reason, once the serve loop decides to close */
     bool tls, peer_eof, in_serve, ready, trimmed;
     bool io_read, io_write;        /* what io watches for */
     bool shutdown_asked;           /* the daemon is stopping */
@@ -147,6 +148,7 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
 void conn_set_state(struct conn *c, enum conn_state to);
 /* The peer as "addr:port", for logs (formatted per call into a per-thread buffer). */
 const char *conn_peer(const struct conn *c);
+const char *conn_peer_address(const struct conn *c);      /* without the port */
 /* Makes the serve loop run soon: resumes a waiting one, or spawns one for a parked one. */
 void conn_wake(struct conn *c);
 void conn_request_shutdown(struct conn *c);

@@ -46,9 +46,15 @@ static enum step handshake(struct conn *c)
         return STEP_WAIT_READ;
     case SSL_ERROR_WANT_WRITE:
         return STEP_WAIT_WRITE;
-    default:
-        log_msg(LOG_DEBUG, "%s: TLS handshake failed", conn_peer(c));
+    default: {
+        /* A refused client, logged with what it lacked (no common protocol, version,
+         * cipher); a peer that just went away is not worth a line. */
+        unsigned long e = ERR_peek_error();
+        if (e)
+            log_msg(LOG_INFO, "%s: refused: TLS handshake: %s", conn_peer(c), ERR_reason_error_string(e));
+        ERR_clear_error();
         return STEP_CLOSE;
+    }
     }
 }
 
@@ -58,6 +64,7 @@ static bool handle_timeout(struct conn *c)
 {
     int kind = c->timed_out;
     c->timed_out = TIMEOUT_NONE;
+    c->close_reason = kind == TIMEOUT_IDLE ? CLOSED_IDLE : CLOSED_TIMEOUT;
     switch (kind) {
     case TIMEOUT_WRITE:
         log_msg(LOG_DEBUG, "%s: peer stopped reading for %.0fs, closing", conn_peer(c), cfg.write_timeout);
@@ -144,6 +151,10 @@ void *serve_main(void *arg)
     for (;;) {
         enum step s = step(c);
         if (s == STEP_CLOSE) {
+            /* A deadline already named its reason; else the peer left, or this side
+             * said its last words (an error, a shutdown), or the socket failed. */
+            if (c->close_reason == CLOSED_PEER && !c->timed_out)
+                c->close_reason = c->peer_eof ? CLOSED_PEER : c->state == CONN_CLOSING ? CLOSED_GOAWAY : CLOSED_ERROR;
             conn_close(c);
             return SERVE_CLOSED;
         }

@@ -25,7 +25,8 @@
 #define ACCEPT_RETRY 0.1
 
 struct worker *workers;
-void (*worker_tick_hook)(ev_tstamp now);
+void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
+const char *const close_reason_names[CLOSED_REASONS] = { "peer", "idle", "timeout", "goaway", "error" };
 volatile int shutting_down;
 int nworkers;
 static _Atomic long live_conns;
@@ -257,7 +258,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
             if (!c->serve && !c->trimmed && now - c->parked_at >= TRIM_AFTER)
                 conn_trim_idle(c);
     if (worker_tick_hook)
-        worker_tick_hook(now);
+        worker_tick_hook(w->id, now, &w->n);
 }
 
 static void on_shutdown_deadline(struct ev_loop *loop, ev_timer *t, int revents)
@@ -383,5 +384,9 @@ void workers_sum(struct worker_counters *out)
         out->streams_total += __atomic_load_n(&n->streams_total, __ATOMIC_RELAXED);
         out->parks_total += __atomic_load_n(&n->parks_total, __ATOMIC_RELAXED);
         out->respawns_total += __atomic_load_n(&n->respawns_total, __ATOMIC_RELAXED);
+        out->bytes_in += __atomic_load_n(&n->bytes_in, __ATOMIC_RELAXED);
+        out->bytes_out += __atomic_load_n(&n->bytes_out, __ATOMIC_RELAXED);
+        for (int r = 0; r < CLOSED_REASONS; r++)
+            out->closed[r] += __atomic_load_n(&n->closed[r], __ATOMIC_RELAXED);
     }
 }

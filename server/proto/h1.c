@@ -31,6 +31,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "httpdate.h"
 #include "proto/frontend.h"
 #include "proto/h1.h"
 #include "proto/h2.h"
@@ -141,11 +142,13 @@ static void error_response(struct conn *c, int status)
     if (!h || !h->cur || !h->cur->head_sent) {      /* else its answer began: just stop */
         char text[512];
         int n = snprintf(text, sizeof text,
-                         "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n%s\n",
-                         status, reason(status), strlen(reason(status)) + 1, reason(status));
+                         "HTTP/1.1 %d %s\r\ndate: %s\r\n%scontent-type: text/plain\r\ncontent-length: %zu\r\n"
+                         "connection: close\r\n\r\n%s\n",
+                         status, reason(status), http_date_now(), cfg.server_header ? "server: h2park\r\n" : "",
+                         strlen(reason(status)) + 1, reason(status));
         buf_append(&c->out, text, (size_t)n);
     }
-    log_msg(LOG_DEBUG, "%s: HTTP/1.1 %d", conn_peer(c), status);
+
     if (h && h->cur) {
         struct h1_request *r = h->cur;
         h->cur = NULL;
@@ -305,10 +308,16 @@ static int on_headers_complete(llhttp_t *p)
         return fail(p, 400);       /* RFC 9112 3.2: Host is required */
     if (!h->target.len || (h->target.data[0] != '/' && strcmp(method, "OPTIONS")))
         return fail(p, 400);
+    /* Host is copied first: adding fields may move the buffer it points into. */
     const char *host = req_header(&r->r, "host");
+    size_t host_len = host ? strlen(host) : 0;
+    char host_copy[1024];
+    if (host_len >= sizeof host_copy)
+        return fail(p, 400);
+    memcpy(host_copy, host ? host : "", host_len);
     if (!request_add_header(&r->r, ":method", 7, method, strlen(method)) ||
         !request_add_header(&r->r, ":path", 5, h->target.data, h->target.len) ||
-        !request_add_header(&r->r, ":authority", 10, host ? host : "", host ? strlen(host) : 0))
+        !request_add_header(&r->r, ":authority", 10, host_copy, host_len))
         return fail(p, 431);
     bool has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
     if (p->upgrade) {
@@ -474,7 +483,8 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
             llhttp_resume(&h->parser);
             break;
         }
-        log_msg(LOG_DEBUG, "%s: HTTP/1.1: %s", conn_peer(c), llhttp_get_error_reason(&h->parser));
+        log_msg(LOG_INFO, "%s: refused: HTTP/1.1 %d: %s", conn_peer(c), h->error ? h->error : 400,
+                llhttp_get_error_reason(&h->parser));
         error_response(c, h->error ? h->error : 400);
         *used += n;
         return 0;

@@ -1,0 +1,131 @@
+/* /-/dashboard: a live view of parking - connections open and parked, serve and
+ * handler coroutines, RSS, stack and heap in use, requests per second - drawn in the
+ * browser from the samples the daemon keeps.
+ *
+ * Every worker samples its own counters once a second (its tick) into a ring of its own
+ * (DASHBOARD_SAMPLES: the last 10 minutes); process-wide figures (RSS, stack, heap) are
+ * sampled by worker 0 alone.  /-/dashboard/data sums the rings second by second: a sample
+ * counts for the second it was taken in, so workers need not tick in step.  The page
+ * (dashboard.html, embedded in the binary) is self-contained - no external script, font
+ * or style - and draws SVG, so what it drew can be read back from the DOM. */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "counters.h"
+#include "scalloc.h"
+
+#define DASHBOARD_SAMPLES 600
+#define MAX_RINGS 1024
+
+enum { S_CONNS, S_PARKED, S_SERVE, S_HANDLERS, S_REQUESTS, S_RSS, S_STACK, S_HEAP, S_VALUES };
+static const char *const names[S_VALUES] = { "conns", "parked", "serve", "handlers", "requests_total",
+                                             "rss", "stack", "heap" };
+
+struct slot {
+    uint64_t second;                /* when it was taken; 0: never */
+    uint64_t v[S_VALUES];
+};
+
+/* Written by its worker only, read by any with relaxed loads. */
+static struct slot *rings[MAX_RINGS];
+
+extern const char dashboard_html[];
+extern const unsigned dashboard_html_size;
+
+static void store(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static uint64_t load(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+
+void dashboard_sample(int worker, double now, const struct worker_counters *n)
+{
+    if (worker < 0 || worker >= MAX_RINGS)
+        return;
+    struct slot *ring = __atomic_load_n(&rings[worker], __ATOMIC_ACQUIRE);
+    if (!ring) {
+        if (!(ring = sc_calloc(DASHBOARD_SAMPLES, sizeof *ring)))
+            return;
+        __atomic_store_n(&rings[worker], ring, __ATOMIC_RELEASE);
+    }
+    uint64_t second = (uint64_t)now;
+    struct slot *s = &ring[second % DASHBOARD_SAMPLES];
+    store(&s->second, 0);           /* a reader skips it while it changes */
+    store(&s->v[S_CONNS], load(&n->conns));
+    store(&s->v[S_PARKED], load(&n->parked_conns));
+    store(&s->v[S_SERVE], load(&n->serve_coroutines));
+    store(&s->v[S_HANDLERS], load(&n->handler_coroutines));
+    store(&s->v[S_REQUESTS], load(&n->streams_total));
+    if (worker == 0) {
+        struct sc_stats st;
+        sc_read_stats(&st);
+        store(&s->v[S_RSS], rss_bytes());
+        store(&s->v[S_STACK], st.stack_inuse);
+        store(&s->v[S_HEAP], st.heap_inuse);
+    }
+    __atomic_store_n(&s->second, second, __ATOMIC_RELEASE);
+}
+
+static void page(struct request *r)
+{
+    struct header h[] = { { "content-type", "text/html; charset=utf-8" }, { "cache-control", "no-store" } };
+    if (req_respond(r, 200, h, 2, dashboard_html_size) == 0 && !req_is_head(r)) {
+        req_write(r, dashboard_html, dashboard_html_size);
+        req_end(r);
+    }
+}
+
+/* {"now": S, "seconds": [...], "conns": [...], ...}: the last DASHBOARD_SAMPLES seconds,
+ * oldest first, each the sum over the workers that sampled that second; seconds no
+ * worker sampled are left out. */
+static void data(struct request *r)
+{
+    uint64_t now = (uint64_t)req_now(r);
+    static __thread uint64_t sum[DASHBOARD_SAMPLES][S_VALUES];
+    static __thread uint64_t secs[DASHBOARD_SAMPLES];
+    size_t count = 0;
+    for (uint64_t t = now - DASHBOARD_SAMPLES + 1; t <= now; t++) {
+        bool seen = false;
+        memset(sum[count], 0, sizeof sum[count]);
+        for (int w = 0; w < nworkers && w < MAX_RINGS; w++) {
+            const struct slot *ring = __atomic_load_n(&rings[w], __ATOMIC_ACQUIRE);
+            if (!ring)
+                continue;
+            const struct slot *s = &ring[t % DASHBOARD_SAMPLES];
+            if (__atomic_load_n(&s->second, __ATOMIC_ACQUIRE) != t)
+                continue;
+            for (int k = 0; k < S_VALUES; k++)
+                sum[count][k] += load(&s->v[k]);
+            seen = true;
+        }
+        if (seen)
+            secs[count++] = t;
+    }
+    struct buf b = { 0 };
+    char item[48];
+    int len = snprintf(item, sizeof item, "{\"now\":%llu,\"seconds\":[", (unsigned long long)now);
+    buf_append(&b, item, (size_t)len);
+    for (size_t i = 0; i < count; i++) {
+        len = snprintf(item, sizeof item, "%s%llu", i ? "," : "", (unsigned long long)secs[i]);
+        buf_append(&b, item, (size_t)len);
+    }
+    for (int k = 0; k < S_VALUES; k++) {
+        len = snprintf(item, sizeof item, "],\"%s\":[", names[k]);
+        buf_append(&b, item, (size_t)len);
+        for (size_t i = 0; i < count; i++) {
+            len = snprintf(item, sizeof item, "%s%llu", i ? "," : "", (unsigned long long)sum[i][k]);
+            buf_append(&b, item, (size_t)len);
+        }
+    }
+    buf_append(&b, "]}\n", 3);
+    struct header h[] = { { "content-type", "application/json" }, { "cache-control", "no-store" } };
+    if (req_respond(r, 200, h, 2, (int64_t)b.len) == 0 && !req_is_head(r)) {
+        req_write(r, b.data, b.len);
+        req_end(r);
+    }
+    buf_free(&b);
+}
+
+const struct route dashboard_routes[] = {
+    { "/-/dashboard", M_GET | M_HEAD, page },
+    { "/-/dashboard/data", M_GET | M_HEAD, data },
+    { NULL, 0, NULL },
+};

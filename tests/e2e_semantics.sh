@@ -1,0 +1,132 @@
+#!/bin/bash
+# The HTTP semantics and observability users of nginx and h2o expect, over HTTP/1.1 and
+# HTTP/2 alike: Date and Server on every answer, strong ETags and the conditionals
+# (304, 412), byte ranges (206, 416, If-Range), the redirect of a directory named
+# without its slash, precompressed files by Accept-Encoding with Vary, Content-Type for
+# the web's types; the access log in combined and json (and refused connections in the
+# error log); /metrics checked by Prometheus' promtool; the live dashboard drawn by
+# headless Chromium.
+. "$(dirname "$0")/lib.sh"
+make_site
+head -c 100000 /dev/urandom > "$TMP/www/data.bin"
+printf 'console.log(1)\n' > "$TMP/www/app.js"
+printf 'a,b\n' > "$TMP/www/t.csv"
+printf '<svg/>' > "$TMP/www/i.svg"
+printf 'x' > "$TMP/www/f.woff2"; printf 'x' > "$TMP/www/m.wasm"; printf 'x' > "$TMP/www/unknown.zzz"
+printf 'plain text, compressible plain text, compressible plain text\n' > "$TMP/www/page.txt"
+gzip -k9 "$TMP/www/page.txt"
+printf 'pretend brotli' > "$TMP/www/page.txt.br"
+start_daemon --access-log "$TMP/access.log" || { fail semantics_daemon_starts "see above"; exit 1; }
+H="http://127.0.0.1:$PORT"
+c1() { curl -s --http1.1 "$@"; }
+c2() { curl -s --http2-prior-knowledge "$@"; }
+hdr() { tr -d '\r' | sed -n "s/^$1: //Ip" | head -1; }
+
+for v in 1 2; do
+  c=c$v
+  out=$($c -D - -o /dev/null "$H/"); d=$(echo "$out" | hdr date)
+  [ -n "$d" ] && [ "$(date -u -d "$d" +%s 2>/dev/null || echo 0)" -gt $(( $(date +%s) - 60 )) ] && [ "$(echo "$out" | hdr server)" = h2park ]
+  check "h$v: date_and_server_on_200" $? "$(echo "$out" | tr -d '\r' | head -4 | tr '\n' '|')"
+  out=$($c -D - -o /dev/null "$H/nope"); [ -n "$(echo "$out" | hdr date)" ]; check "h$v: date_on_404" $? "no Date"
+  out=$($c -D - -o /dev/null "$H/data.bin"); etag=$(echo "$out" | hdr etag)
+  echo "$etag" | grep -qE '^"[0-9a-f]+-[0-9a-f]+-[0-9a-f]+"$' && [ "$(echo "$out" | hdr accept-ranges)" = bytes ]
+  check "h$v: strong_etag_and_accept_ranges" $? "etag '$etag'"
+  code=$($c -o /dev/null -w '%{http_code}' -H "If-None-Match: $etag" "$H/data.bin"); [ "$code" = 304 ]; check "h$v: if_none_match_304" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -H "If-None-Match: W/$etag" "$H/data.bin"); [ "$code" = 304 ]; check "h$v: if_none_match_weak_compare_304" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -H 'If-None-Match: "other"' "$H/data.bin"); [ "$code" = 200 ]; check "h$v: if_none_match_other_200" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -H 'If-Match: "other"' "$H/data.bin"); [ "$code" = 412 ]; check "h$v: if_match_other_412" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -H "If-Match: $etag" "$H/data.bin"); [ "$code" = 200 ]; check "h$v: if_match_same_200" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -H 'If-Unmodified-Since: Mon, 01 Jan 2001 00:00:00 GMT' "$H/data.bin"); [ "$code" = 412 ]
+  check "h$v: if_unmodified_since_older_412" $? "$code"
+  out=$($c -D - -o "$TMP/r.out" -r 1000-1999 "$H/data.bin"); code=$(echo "$out" | head -1 | cut -d' ' -f2)
+  [ "$code" = 206 ] && [ "$(echo "$out" | hdr content-range)" = "bytes 1000-1999/100000" ] && cmp -s "$TMP/r.out" <(tail -c +1001 "$TMP/www/data.bin" | head -c 1000)
+  check "h$v: range_206" $? "$code $(echo "$out" | hdr content-range)"
+  $c -o "$TMP/r.out" -r -500 "$H/data.bin"; cmp -s "$TMP/r.out" <(tail -c 500 "$TMP/www/data.bin"); check "h$v: suffix_range" $? "differs"
+  $c -o "$TMP/r.out" -r 99000- "$H/data.bin"; cmp -s "$TMP/r.out" <(tail -c 1000 "$TMP/www/data.bin"); check "h$v: open_range" $? "differs"
+  out=$($c -D - -o /dev/null -r 200000-300000 "$H/data.bin"); code=$(echo "$out" | head -1 | cut -d' ' -f2)
+  [ "$code" = 416 ] && [ "$(echo "$out" | hdr content-range)" = "bytes */100000" ]; check "h$v: range_unsatisfiable_416" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -r 0-1,5-6 "$H/data.bin"); [ "$code" = 200 ]; check "h$v: multi_range_whole_200" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -r 0-9 -H "If-Range: $etag" "$H/data.bin"); [ "$code" = 206 ]; check "h$v: if_range_same_206" $? "$code"
+  code=$($c -o /dev/null -w '%{http_code}' -r 0-9 -H 'If-Range: "old"' "$H/data.bin"); [ "$code" = 200 ]; check "h$v: if_range_changed_200" $? "$code"
+  out=$($c -D - -o /dev/null "$H/sub?x=1"); [ "$(echo "$out" | head -1 | cut -d' ' -f2)" = 301 ] && [ "$(echo "$out" | hdr location)" = "/sub/?x=1" ]
+  check "h$v: directory_without_slash_301" $? "$(echo "$out" | head -1)"
+  out=$($c -D - -o "$TMP/gz.out" -H 'Accept-Encoding: gzip' "$H/page.txt")
+  [ "$(echo "$out" | hdr content-encoding)" = gzip ] && [ "$(echo "$out" | hdr vary)" = accept-encoding ] && cmp -s "$TMP/gz.out" "$TMP/www/page.txt.gz" &&
+    [ "$(echo "$out" | hdr content-type)" = "text/plain; charset=utf-8" ]
+  check "h$v: precompressed_gzip" $? "$(echo "$out" | tr -d '\r' | tr '\n' '|')"
+  out=$($c -D - -o "$TMP/br.out" -H 'Accept-Encoding: gzip, br' "$H/page.txt")
+  [ "$(echo "$out" | hdr content-encoding)" = br ] && cmp -s "$TMP/br.out" "$TMP/www/page.txt.br"; check "h$v: precompressed_br_preferred" $? "$(echo "$out" | hdr content-encoding)"
+  out=$($c -D - -o /dev/null -H 'Accept-Encoding: gzip;q=0, br;q=0' "$H/page.txt")
+  [ -z "$(echo "$out" | hdr content-encoding)" ] && [ "$(echo "$out" | hdr vary)" = accept-encoding ]; check "h$v: identity_when_refused_still_varies" $? "$(echo "$out" | hdr content-encoding)"
+done
+
+types=""
+for f in app.js t.csv i.svg f.woff2 m.wasm unknown.zzz index.html; do
+  types="$types $(c1 -o /dev/null -w '%{content_type}' "$H/$f" | tr -d ' ')"
+done
+[ "$types" = " text/javascript;charset=utf-8 text/csv;charset=utf-8 image/svg+xml font/woff2 application/wasm application/octet-stream text/html;charset=utf-8" ]
+check content_types $? "$types"
+code=$(c1 -o /dev/null -w '%{http_code}' -H 'If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT' -H 'If-None-Match: "other"' "$H/data.bin")
+[ "$code" = 200 ]; check if_none_match_wins_over_if_modified_since $? "$code"
+
+# The access log, combined: what goaccess and the like read.
+c1 -A 'agent "quoted"' -e http://example.org/from "$H/index.html" >/dev/null
+c2 "$H/nope" >/dev/null
+sleep 0.3
+line=$(grep 'index.html' "$TMP/access.log" | tail -1)
+echo "$line" | grep -qE '^127\.0\.0\.1 - - \[[0-9]{2}/[A-Z][a-z]{2}/[0-9]{4}:[0-9:]{8} \+0000\] "GET /index.html HTTP/1.1" 200 [0-9]+ "http://example.org/from" "agent \\x22quoted\\x22" "127.0.0.1:[0-9]+" http/1.1 [0-9.]+$'
+check access_log_combined $? "$line"
+grep -q '"GET /nope HTTP/2.0" 404 .* h2c ' "$TMP/access.log"; check access_log_combined_h2c $? "$(tail -1 "$TMP/access.log")"
+# Refused connections leave a line in the error log, at info.
+printf 'GARBAGE\r\n\r\n' > /dev/tcp/127.0.0.1/$PORT 2>/dev/null
+timeout 5 openssl s_client -connect "127.0.0.1:$TPORT" -alpn spdy/3 </dev/null >/dev/null 2>&1
+sleep 0.3
+grep -q 'info  127.0.0.1:[0-9]*: refused: HTTP/1.1 400' "$TMP/daemon.log" && grep -q 'refused: TLS handshake' "$TMP/daemon.log"
+check refused_connections_logged $? "$(grep refused "$TMP/daemon.log" | head -2)"
+
+# /metrics: Prometheus conventions, checked by its own tool.
+m=$(c1 "$H/metrics")
+for fam in h2park_connections h2park_connections_parked h2park_connections_accepted_total h2park_connections_closed_total \
+           h2park_request_duration_seconds h2park_responses_total h2park_sent_bytes_total h2park_received_bytes_total \
+           h2park_coroutines h2park_heap_alloc_bytes process_cpu_seconds_total process_resident_memory_bytes \
+           process_open_fds process_start_time_seconds h2park_build_info; do
+  echo "$m" | grep -q "^# TYPE $fam " || { fail metrics_families "no $fam"; break; }
+done && ok metrics_families
+echo "$m" | grep -q '^h2park_request_duration_seconds_count{protocol="http/1.1"} [1-9]' && echo "$m" | grep -q '^h2park_responses_total{code="4xx"} [1-9]'
+check metrics_count_requests $? "$(echo "$m" | grep -E 'duration_seconds_count|responses_total' | tr '\n' '|')"
+if command -v promtool >/dev/null; then
+  out=$(echo "$m" | promtool check metrics 2>&1); [ -z "$out" ]; check promtool_check_metrics $? "$out"
+else
+  echo "ok promtool_check_metrics # SKIP promtool not installed (apt-get install prometheus)"
+fi
+stop_daemon
+
+# json access log, and Server turned off.
+printf 'access_log_format = json\nserver_header = off\n' > "$TMP/json.conf"
+start_daemon -c "$TMP/json.conf" --access-log "$TMP/json.log"
+H="http://127.0.0.1:$PORT"
+out=$(c1 -D - -o /dev/null -A 'a"b' "$H/")
+[ -z "$(echo "$out" | hdr server)" ]; check server_header_off $? "$(echo "$out" | hdr server)"
+sleep 0.3
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+tail -1 "$TMP/json.log" | $PY -c 'import json, sys; d = json.loads(sys.stdin.read()); assert d["user_agent"] == "a\"b" and d["status"] == 200 and d["protocol"] == "http/1.1" and d["target"] == "/", d'
+check access_log_json $? "$(tail -1 "$TMP/json.log")"
+
+# The dashboard: its data, and the page as a browser draws it.
+h2load_idle 50 "$H" 10
+sleep 2.5
+d=$(c1 "$H/-/dashboard/data")
+echo "$d" | $PY -c 'import json, sys; d = json.load(sys.stdin); n = len(d["seconds"]); assert n >= 2 and all(len(d[k]) == n for k in ("conns", "parked", "serve", "handlers", "requests_total", "rss", "stack", "heap")) and max(d["parked"]) >= 50, d'
+check dashboard_data $? "$(echo "$d" | head -c 300)"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROMIUM" ]; then
+  dom=$(timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$TMP/chromium" \
+        --virtual-time-budget=3000 --dump-dom "$H/-/dashboard" 2>/dev/null)
+  drawn=$(echo "$dom" | grep -oE '<polyline [^>]*points="[0-9][^"]+"' | wc -l)
+  [ "$drawn" = 8 ] && echo "$dom" | grep -qE '[0-9]+ connections, [0-9]+ parked'; check dashboard_drawn_in_chromium $? "$drawn polylines drawn"
+else
+  echo "ok dashboard_drawn_in_chromium # SKIP chromium is not installed (apt-get install chromium)"
+fi
+kill "$LOADPID" 2>/dev/null
+stop_daemon

@@ -12,7 +12,8 @@
 #include "scalloc.h"
 #include "sc_sizeclasses.h"
 
-#define TSV_PATH_DEFAULT "../shared/data/sizeclasses.tsv"
+/* Go's class table, carried by the repository (make test runs from its root). */
+#define TSV_PATH_DEFAULT "tests/data/sizeclasses.tsv"
 
 struct tsv_class { unsigned size, span, objects, tail, align; };
 static struct tsv_class tsv[SC_NCLASS];
@@ -25,10 +26,12 @@ static int load_tsv(void)
     if (!f)
         return 0;
     char line[256];
-    if (!fgets(line, sizeof line, f)) {
-        fclose(f);
-        return 0;
-    }
+    do {                                  /* a comment that says where it comes from, the header */
+        if (!fgets(line, sizeof line, f)) {
+            fclose(f);
+            return 0;
+        }
+    } while (line[0] == '#');
     int cls;
     double waste;
     tsv_n = 1;

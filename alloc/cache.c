@@ -25,7 +25,6 @@ sc_span sc_empty_span;
 __thread sc_cache sc_tls __attribute__((tls_model("local-exec"))) = {
     .cur = { [0 ... SC_NSPANCLASS - 1] = &sc_empty_span },
 };
-_Atomic uint64_t sc_remote_collected[SC_NSPANCLASS];
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static sc_cache *registry;

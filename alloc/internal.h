@@ -23,6 +23,10 @@
  *   never has to look at whether the span became empty (refill and trim do).  They are
  *   also the statistics: the fast paths count nothing else, and sc_read_stats sums
  *   them over all spans (the page heap keeps the totals of spans that are gone).
+ * - Layers call downward only: malloc.c (entry points) -> cache.c (per-thread caches)
+ *   -> central.c (spans of exited threads) -> span.c -> pageheap.c, the floor, which
+ *   calls nothing above it; fatal.c and valgrind.c are leaves everyone may call.
+ *   scavenge.c and stats.c sit on top and reach into several layers.
  * - libscalloc.a is for linking into executables: its TLS is local-exec.
  * - Counters are written by one thread at a time (a span's owner, or whoever holds
  *   its central lock), with one read-modify-write instruction, and read by anyone
@@ -236,6 +240,7 @@ sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large) SC_HIDD
 void sc_heap_free(sc_span *s) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
+void sc_heap_release_free(void) SC_HIDDEN;
 /* span.c */
 void sc_span_init_small(sc_span *s, unsigned spanclass) SC_HIDDEN;
 void *sc_span_bump(sc_span *s) SC_HIDDEN;
@@ -264,7 +269,7 @@ void sc_vg_malloclike(void *p, size_t n, bool zeroed) SC_HIDDEN;
 void sc_vg_freelike(void *p) SC_HIDDEN;
 void sc_vg_noaccess(void *p, size_t n) SC_HIDDEN;
 void sc_vg_defined(void *p, size_t n) SC_HIDDEN;
-
+/* fatal.c */
 __attribute__((noreturn, format(printf, 1, 2))) void sc_fatal(const char *fmt, ...) SC_HIDDEN;
 
 #endif

@@ -10,28 +10,9 @@
  * path. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
-
-void sc_fatal(const char *fmt, ...)
-{
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        n = 0;
-    if (n > (int)sizeof buf - 2)
-        n = sizeof buf - 2;
-    buf[n++] = '\n';
-    if (write(2, "scalloc: ", 9) < 0 || write(2, buf, (size_t)n) < 0)
-        abort();
-    abort();
-}
 
 static inline __attribute__((always_inline)) void *alloc_small(size_t sc)
 {

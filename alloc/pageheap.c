@@ -312,10 +312,11 @@ static void release_dirty_pages(const sc_span *s)
     }
 }
 
-void sc_scavenge(void)
+/* Every free run's resident pages back to the OS (sc_scavenge, after the caches have
+ * given back what they hold). */
+void sc_heap_release_free(void)
 {
     sc_heap_init();
-    sc_trim_all_caches();
     pthread_mutex_lock(&sc_heap.lock);
     for (size_t b = 0; b <= EXACT_RUNS; b++)
         for (sc_span *s = sc_heap.free_runs[b]; s; s = s->next)
@@ -331,17 +332,6 @@ void sc_get_config(struct sc_config *out)
     out->arena_bytes = sc_heap.reserved_pages << SC_PAGE_SHIFT;
     out->grow_bytes = GROW_PAGES << SC_PAGE_SHIFT;
     out->release_method = "MADV_DONTNEED";
-}
-
-void sc_release_pages(void *p, size_t len)
-{
-    static size_t os_page;
-    if (!os_page)
-        os_page = (size_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + os_page - 1) & ~(uintptr_t)(os_page - 1);
-    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(os_page - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /* Objects allocated and freed by span class: the counts of all small spans, and of

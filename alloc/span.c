@@ -103,6 +103,8 @@ void *sc_list_concat(const sc_span *s, void *a, void *b)
     return a;
 }
 
+_Atomic uint64_t sc_remote_collected[SC_NSPANCLASS];
+
 /* Counts n collected remote frees: the statistics no longer treat them as pending. */
 void sc_remote_collected_add(unsigned spanclass, size_t n)
 {

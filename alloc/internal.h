@@ -11,7 +11,10 @@
  * - Free-list links are stored in the first word of a free object, XORed with a
  *   process-wide random key, and every list ends with span->end (one past the last
  *   object), never NULL.  A freed object's first word therefore decodes into its own
- *   span: that is how a double free is recognised without a per-object header.
+ *   span: that is how a double free is recognised without a per-object header.  For
+ *   that, every object handed out starts with a word that decodes outside (0): a popped
+ *   object's is cleared, and so is a bumped one's on pages that may hold old data; a
+ *   free from another thread cannot search the owner's list and relies on it.
  * - A fresh span is not threaded: objects past span->bump are handed out by bumping,
  *   so pages nobody asked for stay untouched (and, if they came clean, zero), and
  *   mul_limit only admits objects below the bump, so freeing one never handed out is

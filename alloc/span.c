@@ -40,6 +40,13 @@ void sc_span_init_small(sc_span *s, unsigned spanclass)
 void *sc_span_bump(sc_span *s)
 {
     void *p = (void *)s->bump;
+    /* On a page that held data the word may be an old link into this very span, which a
+     * free from another thread would take for a freed object (internal.h). */
+    if (s->needzero) {
+        if (SC_UNLIKELY(sc_heap.valgrind))
+            sc_vg_defined(p, sizeof(uintptr_t));
+        *(uintptr_t *)p = 0;
+    }
     uintptr_t page_end = ((uintptr_t)p | 4095) + 1;
     uintptr_t next = s->bump + s->elemsize;
     s->bump = next;

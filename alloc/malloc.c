@@ -85,6 +85,9 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
 {
     if (SC_UNLIKELY(!c->registered))
         sc_cache_register(c);
+    /* Read while p is live: once p is pushed the owner may collect it, give the empty
+     * span back and reuse the struct for another class. */
+    unsigned spanclass = __atomic_load_n(&s->spanclass, __ATOMIC_RELAXED);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     for (;;) {
         if (old == SC_TF_ABANDONED) {
@@ -104,7 +107,7 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
         if (atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
                                                   memory_order_release, memory_order_relaxed)) {
             /* Counted once pushed: a reader may still count it live for an instant. */
-            sc_count(&c->nremote[s->spanclass]);
+            sc_count(&c->nremote[spanclass]);
             return;
         }
     }

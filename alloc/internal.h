@@ -31,9 +31,14 @@
  *   calls nothing above it; fatal.c and valgrind.c are leaves everyone may call.
  *   scavenge.c and stats.c sit on top and reach into several layers.
  * - libscalloc.a is for linking into executables: its TLS is local-exec.
- * - Counters are written by one thread at a time (a span's owner, or whoever holds
- *   its central lock), with one read-modify-write instruction, and read by anyone
- *   with relaxed loads. */
+ * - Every word one thread writes while another may read it is accessed with explicit
+ *   atomics (relaxed where nothing else hangs on the value, acquire/release where it
+ *   hands memory over), so the code says what it means and ThreadSanitizer can check it.
+ *   Counters are written by one thread at a time (a span's owner, or whoever holds its
+ *   central lock) and read by anyone.  On x86-64 the fast paths count with one add to
+ *   memory and test shared words with one compare against memory, in inline assembly
+ *   (the compiler does not fold relaxed atomics into other instructions); under
+ *   ThreadSanitizer, which cannot see inside assembly, they are the C11 builtins. */
 #ifndef SC_INTERNAL_H
 #define SC_INTERNAL_H
 
@@ -46,6 +51,23 @@
 
 #include "scalloc.h"
 #include "sc_sizeclasses.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define SC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SC_TSAN 1
+#endif
+#endif
+#ifndef SC_TSAN
+#define SC_TSAN 0
+#endif
+/* The single-instruction forms of the fast paths' shared accesses (see above). */
+#if defined(__x86_64__) && !SC_TSAN
+#define SC_ASM_ATOMICS 1
+#else
+#define SC_ASM_ATOMICS 0
+#endif
 
 #define SC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SC_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -70,7 +92,8 @@ struct sc_span {
     _Atomic uintptr_t owner;
     uintptr_t base;
     uint32_t divmul;           /* floor(2^32 / elemsize) + 1 */
-    uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object */
+    uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object;
+                                  raised by the owner, read by remote frees (atomics) */
     uint32_t base_mul;         /* (uint32)base * divmul: off*divmul = p*divmul - base_mul (mod 2^32) */
     uint32_t excess;           /* elemsize * divmul - 2^32 */
     uintptr_t limit;           /* nelems * elemsize */
@@ -110,8 +133,15 @@ struct sc_cache {
     struct sc_large_counts large_counts;
     sc_cache *reg_next, *reg_prev;
     unsigned trim_epoch;
-    bool registered;
+    uint8_t state;                    /* enum sc_cache_state */
 };
+
+/* A cache is UNUSED until its thread first needs it, LIVE (registered: summed by the
+ * statistics, torn down by the thread-exit handler) until the handler runs, then GONE:
+ * what the thread still allocates or frees after that (later key destructors, glibc's
+ * own clean-up) goes around the cache, since nothing would tear it down again and the
+ * thread-local memory will be a new thread's. */
+enum sc_cache_state { SC_CACHE_UNUSED, SC_CACHE_LIVE, SC_CACHE_GONE };
 
 struct sc_heap {
     /* Read without the lock by the free fast path; fixed once initialised. */
@@ -156,7 +186,7 @@ static inline uintptr_t sc_thread_id(void)
 
 static inline void sc_count_n(uint64_t *ctr, uint64_t n)
 {
-#if defined(__x86_64__)
+#if SC_ASM_ATOMICS
     /* One instruction, so a concurrent relaxed reader sees the old or the new value. */
     __asm__("addq %1, %0" : "+m"(*ctr) : "ir"(n));
 #else
@@ -177,7 +207,7 @@ static inline uint64_t sc_span_live(const sc_span *s)
  * this thread's id only if this thread set it. */
 static inline bool sc_page_is_fast(size_t page)
 {
-#if defined(__x86_64__)
+#if SC_ASM_ATOMICS
     bool below;
     __asm__("cmpq %2, %1" : "=@ccb"(below) : "r"(page), "m"(sc_heap.fast_npages));
     return below;
@@ -188,7 +218,7 @@ static inline bool sc_page_is_fast(size_t page)
 
 static inline bool sc_owned_here(const sc_span *s)
 {
-#if defined(__x86_64__)
+#if SC_ASM_ATOMICS
     bool mine;
     __asm__("cmpq %2, %1" : "=@cce"(mine) : "r"(sc_thread_id()), "m"(s->owner));
     return mine;
@@ -207,9 +237,15 @@ static inline sc_span *sc_span_of(const void *p)
     return sc_heap.pagemap[idx];
 }
 
+static inline bool sc_starts_object_below(const sc_span *s, const void *p, uint32_t mul_limit)
+{
+    return (uint32_t)((uint32_t)(uintptr_t)p * s->divmul - s->base_mul) < mul_limit;
+}
+
+/* For the owner, which alone raises mul_limit (a compare against memory). */
 static inline bool sc_span_is_object_start(const sc_span *s, const void *p)
 {
-    return (uint32_t)((uint32_t)(uintptr_t)p * s->divmul - s->base_mul) < s->mul_limit;
+    return sc_starts_object_below(s, p, s->mul_limit);
 }
 
 static inline void *sc_link_decode(const sc_span *s, uintptr_t word)
@@ -239,13 +275,13 @@ static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 
 /* pageheap.c */
 void sc_heap_init(void) SC_HIDDEN;
-sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large) SC_HIDDEN;
+sc_span *sc_heap_alloc(size_t npages, unsigned spanclass, bool zero) SC_HIDDEN;
 void sc_heap_free(sc_span *s) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
 void sc_heap_release_free(void) SC_HIDDEN;
 /* span.c */
-void sc_span_init_small(sc_span *s, unsigned spanclass) SC_HIDDEN;
+void sc_span_init_small(sc_span *s) SC_HIDDEN;
 void *sc_span_bump(sc_span *s) SC_HIDDEN;
 size_t sc_list_length(const sc_span *s, void *head) SC_HIDDEN;
 bool sc_list_contains(const sc_span *s, void *head, const void *p) SC_HIDDEN;
@@ -259,7 +295,8 @@ bool sc_central_free(sc_span *s, void *p) SC_HIDDEN;
 /* cache.c */
 void *sc_cache_refill(size_t spanclass, bool *zeroed) SC_HIDDEN __attribute__((cold));
 void sc_cache_trim(sc_cache *c) SC_HIDDEN;
-void sc_cache_register(sc_cache *c) SC_HIDDEN;
+bool sc_cache_use(sc_cache *c) SC_HIDDEN;
+void sc_cache_count_gone(unsigned spanclass) SC_HIDDEN;
 void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large) SC_HIDDEN;
 void *sc_cache_large_get(size_t npages) SC_HIDDEN;
 bool sc_cache_large_put(sc_span *s) SC_HIDDEN;

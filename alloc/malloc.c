@@ -50,7 +50,7 @@ static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool sta
         if (p)
             return p;
     }
-    sc_span *s = sc_heap_alloc(npages ? npages : 1, zero, stack, true);
+    sc_span *s = sc_heap_alloc(npages ? npages : 1, SC_SPANCLASS(0, stack), zero);
     if (!s) {
         errno = ENOMEM;
         return NULL;
@@ -83,8 +83,7 @@ static void free_large(sc_span *s, void *p)
 
 static void free_remote(sc_cache *c, sc_span *s, void *p)
 {
-    if (SC_UNLIKELY(!c->registered))
-        sc_cache_register(c);
+    bool counted_here = SC_LIKELY(c->state == SC_CACHE_LIVE) || sc_cache_use(c);
     /* Read while p is live: once p is pushed the owner may collect it, give the empty
      * span back and reuse the struct for another class. */
     unsigned spanclass = __atomic_load_n(&s->spanclass, __ATOMIC_RELAXED);
@@ -107,7 +106,10 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
         if (atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
                                                   memory_order_release, memory_order_relaxed)) {
             /* Counted once pushed: a reader may still count it live for an instant. */
-            sc_count(&c->nremote[spanclass]);
+            if (SC_LIKELY(counted_here))
+                sc_count(&c->nremote[spanclass]);
+            else
+                sc_cache_count_gone(spanclass);
             return;
         }
     }
@@ -125,7 +127,8 @@ void sc_free_slow(void *p, sc_span *s)
         free_large(s, p);
         return;
     }
-    if (!sc_span_is_object_start(s, p))
+    /* The owner may be raising the limit as this runs: p, handed out before, is below. */
+    if (!sc_starts_object_below(s, p, __atomic_load_n(&s->mul_limit, __ATOMIC_RELAXED)))
         sc_fatal("invalid free of %p: not the start of an object", p);
     sc_cache *c = &sc_tls;
     if (SC_UNLIKELY(sc_heap.valgrind)) {

@@ -210,8 +210,11 @@ static bool grow(size_t npages)
     return true;
 }
 
-sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
+/* A span of npages for spanclass (class 0: one large object), its pages zeroed if zero.
+ * The span class is set here, under the lock that sc_heap_sum_counts walks under. */
+sc_span *sc_heap_alloc(size_t npages, unsigned spanclass, bool zero)
 {
+    bool stack = SC_SPANCLASS_STACK(spanclass), large = SC_SPANCLASS_CLASS(spanclass) == 0;
     sc_heap_init();
     pthread_mutex_lock(&sc_heap.lock);
     sc_span *s = find_run(npages);
@@ -223,6 +226,7 @@ sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
     }
     run_unlink(s);
     s->state = large ? SC_SPAN_LARGE : SC_SPAN_SMALL;
+    s->spanclass = (uint8_t)spanclass;
     s->stack = stack;
     size_t first = page_index(s->base);
     if (s->npages > npages) {
@@ -286,7 +290,7 @@ void sc_heap_free(sc_span *s)
      * life may stay, or a large object on it would pass the free fast path's owner and
      * boundary tests. */
     atomic_store_explicit(&s->owner, 0, memory_order_relaxed);
-    s->mul_limit = 0;
+    __atomic_store_n(&s->mul_limit, 0, __ATOMIC_RELAXED);
     s->free = NULL;
     s->end = 0;
     insert_free_run(first, n, s);

@@ -2,17 +2,19 @@
 #
 #   make                   the daemon, libscalloc.a, tools, tests and benches
 #   make run               build and start the daemon on the embedded default config
-#   make test              build and run every test; SAN=1 under ASan+UBSan
+#   make test              build and run every test; SAN=1 under ASan+UBSan; TSAN=1 the
+#                          allocator, coroutine and stress tests under ThreadSanitizer
 #   make bench-alloc       allocator benchmark (figures in the README)
 #   make bench-coro        coroutine benchmark
 #
 # Build options (a change of any of them rebuilds everything):
-#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1
+#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1  TSAN=0|1
 
 BUILD ?= build
 SIZE_SPECIALIZED ?= 1
 CORO ?= asm
 SAN ?= 0
+TSAN ?= 0
 
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Werror -Wno-error=unused-command-line-argument
@@ -26,6 +28,12 @@ endif
 SANFLAGS :=
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(TSAN),1)
+ifeq ($(SAN),1)
+$(error SAN=1 and TSAN=1 cannot be combined)
+endif
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 endif
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(SANFLAGS) $(DEFS) -pthread \
               -I$(BUILD)/gen -Ialloc -Icoro -Iserver
@@ -49,7 +57,7 @@ CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
 SERVER_SRC := $(sort $(wildcard server/*.c))
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o
 
-UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/h2raw
+UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
 
 TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
@@ -100,6 +108,9 @@ $(BUILD)/tests/h2raw: $(BUILD)/obj/tests/h2raw.o
 $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/test_stress: $(BUILD)/obj/tests/test_stress.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_coro: $(BUILD)/obj/tests/test_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lm $(LDFLAGS_ALL)
@@ -117,12 +128,19 @@ $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(
 run: all
 	@scripts/run-default.sh $(BUILD)
 
-# Both allocator builds and both context switches pass the same unit tests.
+# Both allocator builds and both context switches pass the same unit tests.  Under
+# ThreadSanitizer only the threaded parts run: the allocator, the coroutines, the stress.
 VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro
+TSAN_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
+ifeq ($(TSAN),1)
+test: $(BUILD)/.deps-test $(TSAN_TESTS)
+else
 test: $(BUILD)/.deps-test all
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) $(BUILD)/nospec/tests/test_alloc
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) $(BUILD)/ucontext/tests/test_coro
-	@BUILD=$(BUILD) SAN=$(SAN) VARIANT_TESTS="$(VARIANT_TESTS)" tests/run.sh
+endif
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
+	@BUILD=$(BUILD) SAN=$(SAN) TSAN=$(TSAN) VARIANT_TESTS="$(VARIANT_TESTS)" \
+	  $(if $(filter 1,$(TSAN)),TESTS="$(TSAN_TESTS)") tests/run.sh
 
 bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park

@@ -9,8 +9,9 @@
  *
  * resume and yield are inline in coro.h; coro_resume_call and coro_yield_call here are
  * the same protocol for the builds that cannot inline the switch (ASan, ucontext).
- * Sanitizers are told about every switch (ASan's fiber API), and valgrind about every
- * stack, so neither reports the stack changes as errors. */
+ * Sanitizers are told about every switch (ASan's and TSan's fiber APIs), and valgrind
+ * about every stack, so none of them reports the stack changes as errors; to TSan each
+ * coroutine is a fiber, and a switch orders what ran before it before what runs after. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,6 +35,17 @@
 #endif
 #if CORO_ASAN
 #include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CORO_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define CORO_TSAN 1
+#endif
+#if CORO_TSAN
+#include <sanitizer/tsan_interface.h>
 #endif
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -73,6 +85,10 @@ struct coro {
     void *fake_stack;
     const void *caller_stack_bottom;
     size_t caller_stack_size;
+#endif
+#if CORO_TSAN
+    void *tsan_fiber;
+    void *tsan_resumer;        /* the resumer's fiber while the coroutine runs */
 #endif
 #if CORO_VALGRIND
     unsigned vg_stack;
@@ -281,6 +297,9 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     if (__builtin_expect(flags & CORO_PAINTED, 0))
         memset((void *)stack_lo, PAINT_BYTE, hi - stack_lo);
     coro_ctx_init(&c->ctx, (void *)stack_lo, hi - stack_lo, c);
+#if CORO_TSAN
+    c->tsan_fiber = __tsan_create_fiber(0);
+#endif
 #if CORO_VALGRIND
     if (under_valgrind()) {
         flags |= CORO_VALGRIND_STACK;
@@ -323,6 +342,9 @@ static void measure_depth(const coro *c)
 
 static void release(coro *c)
 {
+#if CORO_TSAN
+    __tsan_destroy_fiber(c->tsan_fiber);
+#endif
     bump(&counters.live, -1);
     bump(&counters.stack_bytes, -(int64_t)c->mem_size);
     if (__builtin_expect(!c->flags, 1)) {
@@ -361,6 +383,9 @@ void coro_main(coro *c, void *value)
 #if CORO_ASAN
     __sanitizer_start_switch_fiber(NULL, c->caller_stack_bottom, c->caller_stack_size);
 #endif
+#if CORO_TSAN
+    __tsan_switch_to_fiber(c->tsan_resumer, 0);
+#endif
     coro_ctx_jump(&c->caller, c);
 }
 
@@ -374,6 +399,10 @@ bool coro_resume_call(coro *c, void **io)
 #if CORO_ASAN
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, c->canary, (size_t)((char *)c - (char *)c->canary));
+#endif
+#if CORO_TSAN
+    c->tsan_resumer = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(c->tsan_fiber, 0);
 #endif
     coro *finished = coro_ctx_switch(&c->caller, &c->ctx, io ? *io : NULL);
 #if CORO_ASAN
@@ -395,6 +424,9 @@ void *coro_yield_call(void *value)
         *c->io = value;
 #if CORO_ASAN
     __sanitizer_start_switch_fiber(&c->fake_stack, c->caller_stack_bottom, c->caller_stack_size);
+#endif
+#if CORO_TSAN
+    __tsan_switch_to_fiber(c->tsan_resumer, 0);
 #endif
     void *in = coro_ctx_switch(&c->ctx, &c->caller, NULL);
 #if CORO_ASAN

@@ -108,8 +108,10 @@ static void *suspend_once(void *arg)
 
 static void hundred_thousand_suspended(void)
 {
-    enum { N = 100000 };
-    static coro *cs[N];
+    /* ThreadSanitizer counts each coroutine as a thread and stops at 8128 at once. */
+    enum { MAX = 100000 };
+    const intptr_t N = CHECK_TSAN ? 4000 : MAX;
+    static coro *cs[MAX];
     struct coro_counters before, during, after;
     coro_read_counters(&before);
     for (intptr_t i = 0; i < N; i++) {
@@ -119,7 +121,7 @@ static void hundred_thousand_suspended(void)
         CHECK(coro_resume(cs[i], &io) && (intptr_t)io == i);
     }
     coro_read_counters(&during);
-    CHECK(during.live - before.live == N);
+    CHECK(during.live - before.live == (uint64_t)N);
     CHECK(during.stack_bytes - before.stack_bytes >= (uint64_t)N * CORO_MIN_STACK);
     struct sc_stats st;
     sc_read_stats(&st);
@@ -131,7 +133,7 @@ static void hundred_thousand_suspended(void)
     }
     coro_read_counters(&after);
     CHECK(after.live == before.live && after.stack_bytes == before.stack_bytes);
-    CHECK(after.created - before.created == N);
+    CHECK(after.created - before.created == (uint64_t)N);
 }
 
 /* Many live values across switches: the compiler keeps them in callee-saved
@@ -313,8 +315,8 @@ static void overflow_detected(void)
     CHECKF(sig == SIGABRT && strstr(err, "stack overflow in coroutine") && strstr(err, "coro_stack_size"),
            "signal %d, stderr: %s", sig, err);
     sig = check_run_child(overflow_guard_child, err, sizeof err);
-    /* ASan catches the fault itself and exits with its own report. */
-    CHECKF(sig == SIGSEGV || (strstr(err, "AddressSanitizer") && strstr(err, "SEGV")) ||
+    /* A sanitizer catches the fault itself and exits with its own report. */
+    CHECKF(sig == SIGSEGV || (strstr(err, "Sanitizer") && strstr(err, "SEGV")) ||
                strstr(err, "stack-overflow"), "guard page: signal %d, stderr: %.200s", sig, err);
 }
 

@@ -46,9 +46,17 @@ $(shell mkdir -p $(BUILD)/obj $(BUILD)/gen; \
   echo '$(FLAGS_STR)' | cmp -s - $(BUILD)/flags || echo '$(FLAGS_STR)' > $(BUILD)/flags)
 
 ALLOC_SRC := alloc/fatal.c alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c \
-             alloc/malloc.c alloc/scavenge.c alloc/growth.c alloc/stats.c alloc/valgrind.c
+             alloc/malloc.c alloc/scavenge.c alloc/growth.c alloc/stats.c alloc/fork.c \
+             alloc/valgrind.c
 ALLOC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/obj/%.o)
 GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h
+
+# The C library's malloc family on the heap (alloc/export.c), for the daemon: an object,
+# not an archive member, so that its definitions are always linked.  Not in sanitizer
+# builds, whose runtimes hand out memory of their own heaps (ASan's strdup and realpath
+# interceptors) that a free here would reject; there mem.c's hooks route the libraries.
+MALLOC_OBJ := $(BUILD)/obj/alloc/export.o
+DAEMON_MALLOC := $(if $(filter 00,$(SAN)$(TSAN)),$(MALLOC_OBJ))
 
 CORO_SRC := coro/coro.c coro/switch_ucontext.c
 CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
@@ -57,7 +65,9 @@ CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
 SERVER_SRC := $(sort $(wildcard server/*.c))
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o
 
-UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
+# test_export links the exported malloc family, which sanitizer builds leave out.
+UNIT_TESTS := $(BUILD)/tests/test_alloc $(if $(DAEMON_MALLOC),$(BUILD)/tests/test_export) \
+              $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
 
 TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
@@ -99,13 +109,16 @@ $(BUILD)/libcoro.a: $(CORO_OBJ)
 $(BUILD)/sc-classes: $(BUILD)/obj/alloc/sc_classes.o $(BUILD)/libscalloc.a
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 
-$(BUILD)/h2park: $(SERVER_OBJ) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+$(BUILD)/h2park: $(SERVER_OBJ) $(DAEMON_MALLOC) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
 $(BUILD)/tests/h2raw: $(BUILD)/obj/tests/h2raw.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/test_export: $(BUILD)/obj/tests/test_export.o $(MALLOC_OBJ) $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_stress: $(BUILD)/obj/tests/test_stress.o $(BUILD)/libscalloc.a
@@ -129,18 +142,19 @@ run: all
 	@scripts/run-default.sh $(BUILD)
 
 # Both allocator builds and both context switches pass the same unit tests.  Under
-# ThreadSanitizer only the threaded parts run: the allocator, the coroutines, the stress.
+# ThreadSanitizer only the threaded parts run (the allocator, the coroutines, the
+# stress) and no end-to-end test.
 VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro
-TSAN_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
 ifeq ($(TSAN),1)
-test: $(BUILD)/.deps-test $(TSAN_TESTS)
+TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
+test: $(BUILD)/.deps-test $(TEST_PROGS)
 else
+TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))
 test: $(BUILD)/.deps-test all
 endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
-	@BUILD=$(BUILD) SAN=$(SAN) TSAN=$(TSAN) VARIANT_TESTS="$(VARIANT_TESTS)" \
-	  $(if $(filter 1,$(TSAN)),TESTS="$(TSAN_TESTS)") tests/run.sh
+	@BUILD=$(BUILD) SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
 
 bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park

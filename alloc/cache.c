@@ -121,11 +121,9 @@ static void cache_flush(sc_cache *c)
     }
 }
 
-static void thread_exit(void *arg)
+/* Under registry_lock: a cache's counts go to the exited totals. */
+static void retire_counts(sc_cache *c)
 {
-    sc_cache *c = arg;
-    cache_flush(c);
-    pthread_mutex_lock(&registry_lock);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
         exited_nremote[sc] += c->nremote[sc];
         __atomic_store_n(&c->nremote[sc], 0, __ATOMIC_RELAXED);
@@ -135,6 +133,11 @@ static void thread_exit(void *arg)
     exited_large.alloc_bytes += c->large_counts.alloc_bytes;
     exited_large.free_bytes += c->large_counts.free_bytes;
     memset(&c->large_counts, 0, sizeof c->large_counts);
+}
+
+/* Under registry_lock. */
+static void unlink_cache(sc_cache *c)
+{
     if (c->reg_prev)
         c->reg_prev->reg_next = c->reg_next;
     else
@@ -143,6 +146,15 @@ static void thread_exit(void *arg)
         c->reg_next->reg_prev = c->reg_prev;
     c->reg_next = c->reg_prev = NULL;
     c->state = SC_CACHE_GONE;
+}
+
+static void thread_exit(void *arg)
+{
+    sc_cache *c = arg;
+    cache_flush(c);
+    pthread_mutex_lock(&registry_lock);
+    retire_counts(c);
+    unlink_cache(c);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -197,7 +209,7 @@ static void *span_take(sc_span *s, bool *zeroed)
 static sc_span *fresh_span(unsigned sc)
 {
     unsigned cls = SC_SPANCLASS_CLASS(sc);
-    sc_span *s = sc_heap_alloc(sc_class_npages[cls], sc, false);
+    sc_span *s = sc_heap_alloc(sc_class_npages[cls], SC_PAGE_SIZE, sc, false);
     if (!s)
         return NULL;
     sc_span_init_small(s);
@@ -340,6 +352,28 @@ void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large
         large->frees += __atomic_load_n(&c->large_counts.frees, __ATOMIC_RELAXED);
         large->alloc_bytes += __atomic_load_n(&c->large_counts.alloc_bytes, __ATOMIC_RELAXED);
         large->free_bytes += __atomic_load_n(&c->large_counts.free_bytes, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* fork.c */
+void sc_registry_lock(void) { pthread_mutex_lock(&registry_lock); }
+void sc_registry_unlock(void) { pthread_mutex_unlock(&registry_lock); }
+
+/* In a forked child, where the calling thread is the only one: the other threads' caches
+ * leave the registry (their counts go to the exited totals), since their memory will be
+ * new threads' thread-local storage.  Their spans are not taken back: a thread stopped
+ * inside a lock-free path may have left its lists half-updated, so they stay with their
+ * vanished owners (a leak in the child, as other allocators leak dead threads' caches). */
+void sc_cache_forget_other_threads(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (sc_cache *c = registry, *next; c; c = next) {
+        next = c->reg_next;
+        if (c == &sc_tls)
+            continue;
+        retire_counts(c);
+        unlink_cache(c);
     }
     pthread_mutex_unlock(&registry_lock);
 }

@@ -102,3 +102,16 @@ bool sc_central_free(sc_span *s, void *p)
     pthread_mutex_unlock(&c->lock);
     return true;
 }
+
+/* fork.c: every central lock, in class order. */
+void sc_central_lock_all(void)
+{
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
+        pthread_mutex_lock(&central[sc].lock);
+}
+
+void sc_central_unlock_all(void)
+{
+    for (unsigned sc = SC_NSPANCLASS; sc-- > 0;)
+        pthread_mutex_unlock(&central[sc].lock);
+}

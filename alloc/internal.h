@@ -29,7 +29,8 @@
  * - Layers call downward only: malloc.c (entry points) -> cache.c (per-thread caches)
  *   -> central.c (spans of exited threads) -> span.c -> pageheap.c, the floor, which
  *   calls nothing above it; fatal.c and valgrind.c are leaves everyone may call.
- *   scavenge.c and stats.c sit on top and reach into several layers.
+ *   scavenge.c, stats.c and fork.c sit on top and reach into several layers; export.c
+ *   (the C library's malloc family) is built on the public API alone.
  * - libscalloc.a is for linking into executables: its TLS is local-exec.
  * - Every word one thread writes while another may read it is accessed with explicit
  *   atomics (relaxed where nothing else hangs on the value, acquire/release where it
@@ -275,7 +276,7 @@ static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 
 /* pageheap.c */
 void sc_heap_init(void) SC_HIDDEN;
-sc_span *sc_heap_alloc(size_t npages, unsigned spanclass, bool zero) SC_HIDDEN;
+sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zero) SC_HIDDEN;
 void sc_heap_free(sc_span *s) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
@@ -303,6 +304,17 @@ bool sc_cache_large_put(sc_span *s) SC_HIDDEN;
 void sc_trim_all_caches(void) SC_HIDDEN;
 /* malloc.c */
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;
+/* fork.c, and the locks it takes */
+void sc_fork_install(void) SC_HIDDEN;
+void sc_stats_lock(void) SC_HIDDEN;
+void sc_stats_unlock(void) SC_HIDDEN;
+void sc_registry_lock(void) SC_HIDDEN;
+void sc_registry_unlock(void) SC_HIDDEN;
+void sc_central_lock_all(void) SC_HIDDEN;
+void sc_central_unlock_all(void) SC_HIDDEN;
+void sc_heap_lock(void) SC_HIDDEN;
+void sc_heap_unlock(void) SC_HIDDEN;
+void sc_cache_forget_other_threads(void) SC_HIDDEN;
 /* valgrind.c */
 bool sc_running_on_valgrind(void) SC_HIDDEN;
 void sc_vg_malloclike(void *p, size_t n, bool zeroed) SC_HIDDEN;

@@ -14,6 +14,9 @@
 
 #include "internal.h"
 
+/* At start, so that no allocation is ever inside pthread_atfork when it is called. */
+__attribute__((constructor)) static void install_fork_handlers(void) { sc_fork_install(); }
+
 static inline __attribute__((always_inline)) void *alloc_small(size_t sc)
 {
     sc_span *s = sc_tls.cur[sc];
@@ -38,19 +41,21 @@ void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void) = {
 
 static size_t size_class(size_t n) { return sc_size_to_class[n]; }
 
-static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool stack)
+/* Whole pages, at an address that is a multiple of align (a power of two; a page or less
+ * is any page). */
+static __attribute__((noinline)) void *alloc_large(size_t n, size_t align, bool zero, bool stack)
 {
-    if (n > ((size_t)1 << 46)) {
+    if (n > ((size_t)1 << 46) || align > ((size_t)1 << 46)) {
         errno = ENOMEM;
         return NULL;
     }
     size_t npages = (n + SC_PAGE_SIZE - 1) >> SC_PAGE_SHIFT;
-    if (!zero && !stack) {
+    if (!zero && !stack && align <= SC_PAGE_SIZE) {
         void *p = sc_cache_large_get(npages);
         if (p)
             return p;
     }
-    sc_span *s = sc_heap_alloc(npages ? npages : 1, SC_SPANCLASS(0, stack), zero);
+    sc_span *s = sc_heap_alloc(npages ? npages : 1, align, SC_SPANCLASS(0, stack), zero);
     if (!s) {
         errno = ENOMEM;
         return NULL;
@@ -64,7 +69,7 @@ static inline void *alloc_any(size_t n, bool stack)
 {
     if (SC_LIKELY(n <= SC_MAX_SMALL))
         return alloc_small(SC_SPANCLASS(size_class(n), stack));
-    return alloc_large(n, false, stack);
+    return alloc_large(n, SC_PAGE_SIZE, false, stack);
 }
 
 void *sc_malloc_generic(size_t n) { return alloc_any(n, false); }
@@ -182,7 +187,7 @@ void *sc_calloc(size_t count, size_t n)
         return NULL;
     }
     if (bytes > SC_MAX_SMALL)
-        return alloc_large(bytes, true, false);
+        return alloc_large(bytes, SC_PAGE_SIZE, true, false);
     /* The fast path's lists hold used objects; the refill path may hand out a never-used
      * object from clean pages, which is zero already and stays untouched. */
     unsigned sc = SC_SPANCLASS(size_class(bytes), 0);
@@ -192,6 +197,25 @@ void *sc_calloc(size_t count, size_t n)
     if (p && !zeroed)
         memset(p, 0, bytes);
     return p;
+}
+
+/* Every object is aligned to the largest power of two that divides its class size, up
+ * to a page (spans start on pages), and large objects to a page; so an alignment up to a
+ * page is the first class from n's up whose size it divides (32 KiB serves all), and a
+ * larger one is a large object the page heap places there.  Either way the pointer is an
+ * object's start, freed and measured like any other: no interior pointers. */
+void *sc_aligned_alloc(size_t align, size_t n)
+{
+    if (!align || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (n <= SC_MAX_SMALL && align <= SC_PAGE_SIZE) {
+        for (size_t cls = size_class(n);; cls++)
+            if (sc_class_size[cls] % align == 0)
+                return alloc_small(SC_SPANCLASS(cls, 0));
+    }
+    return alloc_large(n, align, false, false);
 }
 
 size_t sc_usable_size(const void *p)

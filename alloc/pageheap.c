@@ -210,16 +210,20 @@ static bool grow(size_t npages)
     return true;
 }
 
-/* A span of npages for spanclass (class 0: one large object), its pages zeroed if zero.
+/* A span of npages for spanclass (class 0: one large object) whose address is a multiple
+ * of align (a power of two; SC_PAGE_SIZE or less: any page), its pages zeroed if zero.
+ * For a larger alignment it takes a run with room to spare and gives back the pages
+ * before and after the aligned part, so the span starts at its object like any other.
  * The span class is set here, under the lock that sc_heap_sum_counts walks under. */
-sc_span *sc_heap_alloc(size_t npages, unsigned spanclass, bool zero)
+sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zero)
 {
     bool stack = SC_SPANCLASS_STACK(spanclass), large = SC_SPANCLASS_CLASS(spanclass) == 0;
+    size_t spare = align > SC_PAGE_SIZE ? (align >> SC_PAGE_SHIFT) - 1 : 0;
     sc_heap_init();
     pthread_mutex_lock(&sc_heap.lock);
-    sc_span *s = find_run(npages);
-    if (!s && grow(npages))
-        s = find_run(npages);
+    sc_span *s = find_run(npages + spare);
+    if (!s && grow(npages + spare))
+        s = find_run(npages + spare);
     if (!s) {
         pthread_mutex_unlock(&sc_heap.lock);
         return NULL;
@@ -229,6 +233,14 @@ sc_span *sc_heap_alloc(size_t npages, unsigned spanclass, bool zero)
     s->spanclass = (uint8_t)spanclass;
     s->stack = stack;
     size_t first = page_index(s->base);
+    size_t head = spare ? (((s->base + align - 1) & ~(uintptr_t)(align - 1)) - s->base) >> SC_PAGE_SHIFT : 0;
+    if (head) {
+        /* Its right neighbour is s, no longer FREE: the head run merges only leftward. */
+        insert_free_run(first, head, NULL);
+        first += head;
+        s->base += head << SC_PAGE_SHIFT;
+        s->npages -= (uint32_t)head;
+    }
     if (s->npages > npages) {
         size_t rest = s->npages - npages;
         sc_heap.pagemap[first + s->npages - 1] = NOWHERE;
@@ -374,3 +386,7 @@ sc_span *sc_span_lookup(const void *p)
         return NULL;
     return sc_heap.pagemap[idx];
 }
+
+/* fork.c */
+void sc_heap_lock(void) { pthread_mutex_lock(&sc_heap.lock); }
+void sc_heap_unlock(void) { pthread_mutex_unlock(&sc_heap.lock); }

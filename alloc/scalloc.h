@@ -52,6 +52,9 @@ void *sc_malloc_generic(size_t n);
 void  sc_free(void *p);
 void *sc_calloc(size_t count, size_t n);
 void *sc_realloc(void *p, size_t n);
+/* An object of at least n bytes at a multiple of align (a power of two, else NULL and
+ * EINVAL), freed with sc_free like any other. */
+void *sc_aligned_alloc(size_t align, size_t n);
 size_t sc_usable_size(const void *p);
 size_t sc_roundup(size_t n);
 void *sc_stack_alloc(size_t n);

@@ -8,11 +8,14 @@
 
 #include "internal.h"
 
+/* One reader at a time: the sums are kept here rather than on a small stack (a
+ * coroutine's). */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
 void sc_read_stats(struct sc_stats *out)
 {
     static uint64_t nalloc[SC_NSPANCLASS], nfreed[SC_NSPANCLASS], nremote[SC_NSPANCLASS];
     struct sc_large_counts cached;
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     sc_heap_init();
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&lock);
@@ -50,3 +53,7 @@ void sc_read_stats(struct sc_stats *out)
     out->heap_sys = (uint64_t)sc_heap.grown_pages << SC_PAGE_SHIFT;
     pthread_mutex_unlock(&sc_heap.lock);
 }
+
+/* fork.c */
+void sc_stats_lock(void) { pthread_mutex_lock(&lock); }
+void sc_stats_unlock(void) { pthread_mutex_unlock(&lock); }

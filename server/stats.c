@@ -1,9 +1,14 @@
 /* /-/stats and /metrics: the same figures as JSON and in Prometheus' text format.
  *
  * Connection and coroutine counts are summed over the workers' counters, heap figures
- * come from sc_read_stats, RSS from /proc/self/statm; all are cheap enough to serve on
- * every request. */
+ * come from sc_read_stats, RSS from /proc/self/statm (read with open and read: stdio
+ * would allocate a buffer on every request); all are cheap enough to serve on every
+ * request.  libc_heap_bytes is what glibc's own allocator holds: zero when the daemon
+ * exports the malloc family from the heap, as it does outside sanitizer builds. */
+#include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "h2park.h"
@@ -11,14 +16,23 @@
 
 uint64_t rss_bytes(void)
 {
-    FILE *f = fopen("/proc/self/statm", "re");
-    unsigned long long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *rest;
+    strtoull(buf, &rest, 10);                       /* total size; resident follows */
+    return strtoull(rest, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t libc_heap_bytes(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.arena + mi.hblkhd;
 }
 
 struct figure {
@@ -45,6 +59,7 @@ static size_t collect(struct figure *f)
     f[k++] = (struct figure){ "heap_sys_bytes", st.heap_sys, false, false };
     f[k++] = (struct figure){ "heap_released_bytes", st.heap_released, false, false };
     f[k++] = (struct figure){ "rss_bytes", rss_bytes(), false, false };
+    f[k++] = (struct figure){ "libc_heap_bytes", libc_heap_bytes(), false, false };
     f[k++] = (struct figure){ "parking", cfg.parking, true, false };
     f[k++] = (struct figure){ "conns_total", n.conns_total, false, true };
     f[k++] = (struct figure){ "streams_total", n.streams_total, false, true };

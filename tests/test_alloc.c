@@ -574,6 +574,135 @@ static void frees_after_thread_exit(void)
     CHECKF(sig == 0 && strstr(child_err, "RESULT rounds 4 live 0\n"), "signal %d: %s", sig, child_err);
 }
 
+/* fork with other threads inside the allocator: the child must find every lock free.
+ * Threads keep the page heap's lock (large objects), the central lists' (threads that
+ * exit with live objects) and the statistics' busy while the main thread forks; each
+ * child allocates, frees, reads the statistics and scavenges under an alarm. */
+static _Atomic int fork_stop;
+
+static void *hold_large(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&fork_stop))
+        sc_free(sc_malloc(300000));
+    return NULL;
+}
+
+static void *leave_objects(void *arg)
+{
+    for (int i = 0; i < 64; i++)
+        ((void **)arg)[i] = sc_malloc(48);
+    return NULL;
+}
+
+static void *churn_threads(void *arg)
+{
+    (void)arg;
+    void *left[64];
+    while (!atomic_load(&fork_stop)) {
+        pthread_t t;
+        pthread_create(&t, NULL, leave_objects, left);
+        pthread_join(t, NULL);
+        for (int i = 0; i < 64; i++)
+            sc_free(left[i]);
+    }
+    return NULL;
+}
+
+static void *read_stats_busily(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&fork_stop)) {
+        struct sc_stats st;
+        sc_read_stats(&st);
+    }
+    return NULL;
+}
+
+static void fork_while_threads_allocate(void)
+{
+    pthread_t t[3];
+    pthread_create(&t[0], NULL, hold_large, NULL);
+    pthread_create(&t[1], NULL, churn_threads, NULL);
+    pthread_create(&t[2], NULL, read_stats_busily, NULL);
+    int hung = 0, bad = 0, i;
+    for (i = 0; i < 200 && !hung && !bad; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(3);
+            sc_free(sc_malloc(300000));
+            void *p = sc_malloc(48);
+            struct sc_stats st;
+            sc_read_stats(&st);
+            sc_scavenge();
+            sc_free(p);
+            _exit(0);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        hung += WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+        bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    atomic_store(&fork_stop, 1);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    CHECKF(hung == 0 && bad == 0, "child %d %s", i, hung ? "hung on a lock" : "failed");
+}
+
+/* In the child only the forking thread exists; a thread the child starts may get the
+ * thread-local memory of one that was running in the parent (glibc hands the child the
+ * other threads' stacks to reuse).  The statistics must not walk the parent's threads. */
+static _Atomic int parked_go;
+
+static void *allocate_and_park(void *arg)
+{
+    (void)arg;
+    void *p = sc_malloc(64);
+    while (!atomic_load(&parked_go))
+        usleep(1000);
+    sc_free(p);
+    return NULL;
+}
+
+static void *allocate_some(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 100; i++)
+        sc_free(sc_malloc(64));
+    return NULL;
+}
+
+static void child_starts_threads_after_fork(void)
+{
+    alarm(10);
+    struct sc_stats st0, st1;
+    sc_read_stats(&st0);
+    for (int i = 0; i < 4; i++) {
+        pthread_t t;
+        pthread_create(&t, NULL, allocate_some, NULL);
+        pthread_join(t, NULL);
+    }
+    sc_read_stats(&st1);
+    dprintf(2, "RESULT %lld\n", (long long)((st1.mallocs - st1.frees) - (st0.mallocs - st0.frees)));
+}
+
+static void fork_forgets_the_parents_threads(void)
+{
+    if (CHECK_TSAN) {
+        printf("# fork_forgets_the_parents_threads: ThreadSanitizer cannot start threads after such a fork\n");
+        return;
+    }
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, allocate_and_park, NULL);
+    usleep(20000);
+    int sig = check_run_child(child_starts_threads_after_fork, child_err, sizeof child_err);
+    atomic_store(&parked_go, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    CHECKF(sig == 0 && strstr(child_err, "RESULT 0\n"), "signal %d: %s", sig, child_err);
+}
+
 /* ---- Regressions of interleavings.  Each runs in a child process forked from a heap that
  * nothing has used yet (they run first), so which pages and span structs get reused is
  * known; each checks that the interleaving it needs really happened. ---- */
@@ -740,6 +869,8 @@ int main(void)
     RUN(large_objects_cached);
     RUN(growth_policy_matches_go);
     RUN(bad_frees_abort_in_child);
+    RUN(fork_while_threads_allocate);
+    RUN(fork_forgets_the_parents_threads);
     RUN(scavenge_returns_memory);
     CHECK_DONE();
 }

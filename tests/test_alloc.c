@@ -121,6 +121,34 @@ static void alignment_per_class(void)
     sc_free(big);
 }
 
+/* An aligned object is an ordinary object (a class whose size the alignment divides, or
+ * a large span placed at the alignment): freed and measured like any other. */
+static void aligned_allocation(void)
+{
+    static const size_t sizes[] = { 1, 24, 1000, 9000, 40000 };
+    for (size_t align = 1; align <= ((size_t)4 << 20); align <<= 1)
+        for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            void *p = sc_aligned_alloc(align, sizes[i]);
+            CHECKF(p && (uintptr_t)p % align == 0, "%zu bytes at %zu: %p", sizes[i], align, p);
+            CHECK(sc_usable_size(p) >= sizes[i]);
+            memset(p, 0x3C, sizes[i]);
+            sc_free(p);
+        }
+    struct sc_stats a, b, c;
+    sc_scavenge();
+    sc_read_stats(&a);
+    void *p = sc_aligned_alloc((size_t)1 << 16, 100);   /* one page, 64 KiB-aligned */
+    sc_read_stats(&b);
+    CHECK((uintptr_t)p % ((size_t)1 << 16) == 0 && sc_usable_size(p) == 8192);
+    CHECKF(b.heap_inuse - a.heap_inuse == 8192, "took %llu bytes", (unsigned long long)(b.heap_inuse - a.heap_inuse));
+    sc_free(p);
+    sc_scavenge();
+    sc_read_stats(&c);
+    CHECK(c.heap_inuse == a.heap_inuse && c.heap_alloc == a.heap_alloc);
+    errno = 0;
+    CHECK(sc_aligned_alloc(24, 8) == NULL && errno == EINVAL);
+}
+
 static void calloc_and_realloc(void)
 {
     errno = 0;
@@ -861,6 +889,7 @@ int main(void)
     RUN(rounding_every_size);
     RUN(specialized_dispatch);
     RUN(alignment_per_class);
+    RUN(aligned_allocation);
     RUN(calloc_and_realloc);
     RUN(stress_shadow_model);
     RUN(cross_thread_frees);

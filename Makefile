@@ -9,6 +9,7 @@
 #
 # Build options (a change of any of them rebuilds everything):
 #   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1  TSAN=0|1
+#   CORO_CHECKS=1 (coro_resume checks its coroutine is suspended in the inline switch too)
 
 BUILD ?= build
 SIZE_SPECIALIZED ?= 1
@@ -25,6 +26,9 @@ DEFS := -DSC_SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
 ifeq ($(CORO),ucontext)
 DEFS += -DCORO_UCONTEXT=1
 endif
+ifneq ($(CORO_CHECKS),)
+DEFS += -DCORO_CHECKS=$(CORO_CHECKS)
+endif
 SANFLAGS :=
 ifeq ($(SAN),1)
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -35,7 +39,10 @@ $(error SAN=1 and TSAN=1 cannot be combined)
 endif
 SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 endif
-ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(SANFLAGS) $(DEFS) -pthread \
+# Stack clash protection: a frame larger than a page is touched page by page, so no frame
+# can step over a coroutine's guard page (tests/test_coro.c).
+HARDEN := -fstack-clash-protection
+ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthread \
               -I$(BUILD)/gen -Ialloc -Icoro -Iserver
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
 SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
@@ -141,10 +148,11 @@ $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(
 run: all
 	@scripts/run-default.sh $(BUILD)
 
-# Both allocator builds and both context switches pass the same unit tests.  Under
+# Both allocator builds, both context switches and the checked inline switch pass the
+# same unit tests.  Under
 # ThreadSanitizer only the threaded parts run (the allocator, the coroutines, the
 # stress) and no end-to-end test.
-VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro
+VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro $(BUILD)/checks/tests/test_coro
 ifeq ($(TSAN),1)
 TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
 test: $(BUILD)/.deps-test $(TEST_PROGS)
@@ -154,6 +162,7 @@ test: $(BUILD)/.deps-test all
 endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/checks CORO_CHECKS=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/checks/tests/test_coro
 	@BUILD=$(BUILD) SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
 
 bench-alloc: $(BUILD)/.deps-bench all

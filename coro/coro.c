@@ -111,7 +111,10 @@ struct counters {
     bool registered;
 };
 
-__thread coro *coro_running;
+/* What coro_running points to on a thread's own stack (coro.h). */
+static uint64_t not_a_canary;
+static struct coro thread_stack = { .canary = &not_a_canary };
+__thread coro *coro_running = &thread_stack;
 static __thread struct counters counters;
 /* The heap's real size for the stack size last asked (sc_roundup), per thread. */
 static __thread size_t rounded_for, rounded;
@@ -209,7 +212,7 @@ const char *coro_switch_kind(void)
 #endif
 }
 
-coro *coro_current(void) { return coro_running; }
+coro *coro_current(void) { return coro_running == &thread_stack ? NULL : coro_running; }
 uint64_t coro_id(const coro *c) { return c->id; }
 
 static size_t os_page(void)
@@ -288,6 +291,7 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     uintptr_t hi = ((uintptr_t)mem + mem_size - sizeof(coro)) & ~(uintptr_t)63;
     coro *c = (coro *)hi;
     c->canary = (uint64_t *)lo;
+    c->resumer = NULL;             /* suspended; the memory may hold a finished one's mark */
     c->fn = fn;
     c->arg = arg;
     c->mem = mem;
@@ -316,11 +320,42 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     return c;
 }
 
+/* Aborts naming the mistake: "coro: <call> of coroutine <id>, <why>". */
+static void misuse(const char *call, const coro *c, const char *why) __attribute__((noreturn));
+static void misuse(const char *call, const coro *c, const char *why)
+{
+    fprintf(stderr, "coro: %s of coroutine %llu, %s\n", call, (unsigned long long)c->id, why);
+    abort();
+}
+
 void coro_overflowed(const coro *c)
 {
+    if (c == &thread_stack) {
+        fprintf(stderr, "coro: coro_yield outside a coroutine (on a thread's own stack)\n");
+        abort();
+    }
     fprintf(stderr, "coro: stack overflow in coroutine %llu (stack of %zu bytes): raise coro_stack_size\n",
             (unsigned long long)c->id, c->mem_size);
     abort();
+}
+
+/* c is running or waits in a resume of another: it is up the running one's chain. */
+static bool is_running(const coro *c)
+{
+    for (const coro *r = coro_running; r != &thread_stack; r = r->resumer)
+        if (r == c)
+            return true;
+    return false;
+}
+
+/* A coroutine to be resumed that is not suspended (CORO_CHECKS). */
+void coro_misresumed(const coro *c)
+{
+    if (c->resumer == CORO_FINISHED)
+        misuse("coro_resume", c, "which has finished (and was freed)");
+    if (c == coro_running)
+        misuse("coro_resume", c, "by itself");
+    misuse("coro_resume", c, "which is running (it resumed this one, directly or not)");
 }
 
 static void check_canary(const coro *c)
@@ -378,6 +413,7 @@ void coro_main(coro *c, void *value)
     c = coro_running;          /* the same coroutine; reloading spares a saved register */
     check_canary(c);
     coro_running = c->resumer;
+    c->resumer = CORO_FINISHED;
     if (c->io)
         *c->io = result;
 #if CORO_ASAN
@@ -393,6 +429,10 @@ void coro_finished(coro *c) { release(c); }
 
 bool coro_resume_call(coro *c, void **io)
 {
+#if CORO_CHECKS
+    if (__builtin_expect(c->resumer != NULL, 0))
+        coro_misresumed(c);
+#endif
     c->resumer = coro_running;
     c->io = io;
     coro_running = c;
@@ -420,6 +460,9 @@ void *coro_yield_call(void *value)
     coro *c = coro_running;
     check_canary(c);
     coro_running = c->resumer;
+#if CORO_CHECKS
+    c->resumer = NULL;
+#endif
     if (c->io)
         *c->io = value;
 #if CORO_ASAN
@@ -437,7 +480,9 @@ void *coro_yield_call(void *value)
 
 void coro_destroy(coro *c)
 {
-    if (c == coro_running)
-        abort();
+    if (c->resumer == CORO_FINISHED)
+        misuse("coro_destroy", c, "which has finished (and was freed)");
+    if (is_running(c))
+        misuse("coro_destroy", c, "which is running");
     release(c);
 }

@@ -298,12 +298,18 @@ static void overflow_canary_child(void)
     coro_resume(c, NULL);
 }
 
-static void overflow_guard_child(void)
+/* In a child: coroutines created from now on get a guard page. */
+static void guard_pages_on(void)
 {
     struct coro_options opt;
     coro_get_options(&opt);
     opt.guard_pages = true;
     coro_configure(&opt);
+}
+
+static void overflow_guard_child(void)
+{
+    guard_pages_on();
     coro *c = coro_create(deep, (void *)(size_t)(200u << 10), 64u << 10);
     coro_resume(c, NULL);
 }
@@ -343,10 +349,7 @@ static void *near_the_bottom(void *arg)
 
 static void guard_jump_child(void)
 {
-    struct coro_options opt;
-    coro_get_options(&opt);
-    opt.guard_pages = true;
-    coro_configure(&opt);
+    guard_pages_on();
     coro *c = coro_create(near_the_bottom, (void *)(size_t)(53u << 10), 64u << 10);
     coro_resume(c, NULL);
     dprintf(2, "NOT CAUGHT\n");

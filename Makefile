@@ -53,8 +53,8 @@ $(shell mkdir -p $(BUILD)/obj $(BUILD)/gen; \
   echo '$(FLAGS_STR)' | cmp -s - $(BUILD)/flags || echo '$(FLAGS_STR)' > $(BUILD)/flags)
 
 ALLOC_SRC := alloc/fatal.c alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c \
-             alloc/malloc.c alloc/scavenge.c alloc/growth.c alloc/stats.c alloc/fork.c \
-             alloc/valgrind.c
+             alloc/malloc.c alloc/quarantine.c alloc/scavenge.c alloc/growth.c alloc/stats.c \
+             alloc/fork.c alloc/valgrind.c
 ALLOC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/obj/%.o)
 GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h
 

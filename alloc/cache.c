@@ -82,6 +82,7 @@ void *sc_cache_large_get(size_t npages)
         for (unsigned j = i; j < c->nlarge; j++)
             c->large[j] = c->large[j + 1];
         s->cached = 0;
+        sc_asan_unpoison((void *)s->base, npages << SC_PAGE_SHIFT);
         sc_count(&c->large_counts.mallocs);
         sc_count_n(&c->large_counts.alloc_bytes, npages << SC_PAGE_SHIFT);
         return (void *)s->base;

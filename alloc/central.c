@@ -85,9 +85,7 @@ bool sc_central_free(sc_span *s, void *p)
     }
     if (sc_looks_freed(s, p) && sc_list_contains(s, s->free, p))
         sc_fatal("double free of %p", p);
-    *(uintptr_t *)p = sc_link_encode(s->free);
-    s->free = p;
-    sc_count(&s->nfreed);
+    sc_span_push(s, p);
     if (sc_span_live(s) == 0) {
         list_remove(s->in_full ? &c->full : &c->partial, s);
         pthread_mutex_unlock(&c->lock);

@@ -32,6 +32,11 @@
  *   scavenge.c, stats.c and fork.c sit on top and reach into several layers; export.c
  *   (the C library's malloc family) is built on the public API alone.
  * - libscalloc.a is for linking into executables: its TLS is local-exec.
+ * - In ASan builds (SAN=1) a free object and every byte of a span not handed out is
+ *   poisoned, so that ASan reports any access to them; the allocator's own reads and
+ *   writes of a free object's link word open it for that access (sc_link_load,
+ *   sc_link_store), and a quarantine (quarantine.c) delays reuse.  Other builds compile
+ *   none of it.
  * - Every word one thread writes while another may read it is accessed with explicit
  *   atomics (relaxed where nothing else hangs on the value, acquire/release where it
  *   hands memory over), so the code says what it means and ThreadSanitizer can check it.
@@ -63,6 +68,25 @@
 #ifndef SC_TSAN
 #define SC_TSAN 0
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+#define SC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SC_ASAN 1
+#endif
+#endif
+#ifndef SC_ASAN
+#define SC_ASAN 0
+#endif
+#if SC_ASAN
+#include <sanitizer/asan_interface.h>
+#define sc_asan_poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define sc_asan_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define sc_asan_poison(p, n) ((void)(p), (void)(n))
+#define sc_asan_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
 /* The single-instruction forms of the fast paths' shared accesses (see above). */
 #if defined(__x86_64__) && !SC_TSAN
 #define SC_ASM_ATOMICS 1
@@ -257,16 +281,42 @@ static inline void *sc_link_decode(const sc_span *s, uintptr_t word)
 
 static inline uintptr_t sc_link_encode(const void *next) { return (uintptr_t)next ^ sc_heap.key; }
 
+/* The first word of an object being freed or free: the link.  Under ASan such an object is
+ * poisoned, and the allocator opens the word for its own access only. */
+static inline uintptr_t sc_link_load(const void *p)
+{
+    sc_asan_unpoison(p, sizeof(uintptr_t));
+    uintptr_t word = *(const uintptr_t *)p;
+    sc_asan_poison(p, sizeof(uintptr_t));
+    return word;
+}
+
+static inline void sc_link_store(void *p, uintptr_t word)
+{
+    sc_asan_unpoison(p, sizeof(uintptr_t));
+    *(uintptr_t *)p = word;
+    sc_asan_poison(p, sizeof(uintptr_t));
+}
+
 /* A free object's first word decodes to a link inside its own span (or to its end). */
 static inline bool sc_looks_freed(const sc_span *s, const void *p)
 {
-    uintptr_t next = *(const uintptr_t *)p ^ sc_heap.key;
+    uintptr_t next = sc_link_load(p) ^ sc_heap.key;
     return next - s->base <= s->limit;
+}
+
+/* The owner's free: p goes on top of the list malloc pops. */
+static inline __attribute__((always_inline)) void sc_span_push(sc_span *s, void *p)
+{
+    sc_link_store(p, sc_link_encode(s->free));
+    s->free = p;
+    sc_count(&s->nfreed);
 }
 
 static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 {
     void **p = s->free;
+    sc_asan_unpoison(p, s->elemsize);
     s->free = sc_link_decode(s, *(uintptr_t *)p);
     /* Else a live object nobody wrote to would look freed, and its free go the slow way. */
     *(uintptr_t *)p = 0;
@@ -304,6 +354,11 @@ bool sc_cache_large_put(sc_span *s) SC_HIDDEN;
 void sc_trim_all_caches(void) SC_HIDDEN;
 /* malloc.c */
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;
+sc_span *sc_check_free(void *p, sc_span *s) SC_HIDDEN;
+void sc_free_now(void *p) SC_HIDDEN;                     /* ASan builds: sc_free is quarantine.c's */
+/* quarantine.c (ASan builds) */
+void sc_quarantine_drain(void) SC_HIDDEN;
+void sc_quarantine_counts(uint64_t held[SC_NSPANCLASS], struct sc_large_counts *large) SC_HIDDEN;
 /* fork.c, and the locks it takes */
 void sc_fork_install(void) SC_HIDDEN;
 void sc_stats_lock(void) SC_HIDDEN;

@@ -74,12 +74,28 @@ static inline void *alloc_any(size_t n, bool stack)
 
 void *sc_malloc_generic(size_t n) { return alloc_any(n, false); }
 
+/* The span of p, a pointer the heap handed out (NULL excluded); any other aborts naming
+ * what is wrong with it.  s, if not NULL, is p's page-map entry. */
+sc_span *sc_check_free(void *p, sc_span *s)
+{
+    if (!s)
+        s = sc_span_lookup(p);
+    if (!s || s->state == SC_SPAN_FREE || s->state > SC_SPAN_LARGE)
+        sc_fatal("invalid free of %p: not a pointer this heap returned (or already freed)", p);
+    if (s->state == SC_SPAN_LARGE) {
+        if ((uintptr_t)p != s->base)
+            sc_fatal("invalid free of %p: inside the %u-page object at %p", p, s->npages, (void *)s->base);
+        if (s->cached)
+            sc_fatal("double free of %p", p);
+    } else if (!sc_starts_object_below(s, p, __atomic_load_n(&s->mul_limit, __ATOMIC_RELAXED))) {
+        /* The owner may be raising the limit as this runs: p, handed out before, is below. */
+        sc_fatal("invalid free of %p: not the start of an object", p);
+    }
+    return s;
+}
+
 static void free_large(sc_span *s, void *p)
 {
-    if ((uintptr_t)p != s->base)
-        sc_fatal("invalid free of %p: inside the %u-page object at %p", p, s->npages, (void *)s->base);
-    if (s->cached)
-        sc_fatal("double free of %p", p);
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_freelike(p);
     if (!sc_cache_large_put(s))
@@ -99,15 +115,13 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
                 return;
             /* Adopted meanwhile: by us, or by another thread. */
             if (atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_thread_id()) {
-                *(uintptr_t *)p = sc_link_encode(s->free);
-                s->free = p;
-                sc_count(&s->nfreed);
+                sc_span_push(s, p);
                 return;
             }
             old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
             continue;
         }
-        *(uintptr_t *)p = sc_link_encode(old ? (void *)old : (void *)s->end);
+        sc_link_store(p, sc_link_encode(old ? (void *)old : (void *)s->end));
         if (atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
                                                   memory_order_release, memory_order_relaxed)) {
             /* Counted once pushed: a reader may still count it live for an instant. */
@@ -124,17 +138,11 @@ void sc_free_slow(void *p, sc_span *s)
 {
     if (!p)
         return;
-    if (!s)
-        s = sc_span_lookup(p);
-    if (!s || s->state == SC_SPAN_FREE || s->state > SC_SPAN_LARGE)
-        sc_fatal("invalid free of %p: not a pointer this heap returned (or already freed)", p);
+    s = sc_check_free(p, s);
     if (s->state == SC_SPAN_LARGE) {
         free_large(s, p);
         return;
     }
-    /* The owner may be raising the limit as this runs: p, handed out before, is below. */
-    if (!sc_starts_object_below(s, p, __atomic_load_n(&s->mul_limit, __ATOMIC_RELAXED)))
-        sc_fatal("invalid free of %p: not the start of an object", p);
     sc_cache *c = &sc_tls;
     if (SC_UNLIKELY(sc_heap.valgrind)) {
         sc_vg_freelike(p);
@@ -147,9 +155,7 @@ void sc_free_slow(void *p, sc_span *s)
             if (sc_list_contains(s, s->free, p))
                 sc_fatal("double free of %p", p);
         }
-        *(uintptr_t *)p = sc_link_encode(s->free);
-        s->free = p;
-        sc_count(&s->nfreed);
+        sc_span_push(s, p);
         return;
     }
     /* Another thread's list cannot be searched safely; a first word that decodes into
@@ -160,7 +166,14 @@ void sc_free_slow(void *p, sc_span *s)
     free_remote(c, s, p);
 }
 
-void sc_free(void *p)
+/* In ASan builds sc_free is the quarantine's (quarantine.c), which frees here later. */
+#if SC_ASAN
+#define FREE_NOW sc_free_now
+#else
+#define FREE_NOW sc_free
+#endif
+
+void FREE_NOW(void *p)
 {
     size_t page = ((uintptr_t)p - sc_heap.base) >> SC_PAGE_SHIFT;
     sc_span *s = NULL;
@@ -171,9 +184,7 @@ void sc_free(void *p)
         goto slow;
     if (SC_UNLIKELY(!sc_span_is_object_start(s, p) || sc_looks_freed(s, p)))
         goto slow;
-    *(uintptr_t *)p = sc_link_encode(s->free);
-    s->free = p;
-    sc_count(&s->nfreed);
+    sc_span_push(s, p);
     return;
 slow:
     sc_free_slow(p, s);

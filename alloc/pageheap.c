@@ -249,6 +249,8 @@ sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zer
     }
     if (SC_UNLIKELY(sc_heap.valgrind))     /* pages of freed blocks are no-access to memcheck */
         sc_vg_defined((void *)s->base, npages << SC_PAGE_SHIFT);
+    if (large)                              /* and poisoned to ASan (a small span poisons its own) */
+        sc_asan_unpoison((void *)s->base, npages << SC_PAGE_SHIFT);
     size_t clean = 0;
     s->needzero = false;
     for (size_t i = first; i < first + npages; i++) {

@@ -4,8 +4,8 @@
  * A scavenge has two steps, in this order: the caches give back what they hold - the
  * calling thread's at once, every other thread's at its next refill (a thread's cache is
  * touched by that thread only) - and then the page heap releases the resident pages of
- * its free runs.  It lives above both: the page heap is the floor and calls nothing
- * above it. */
+ * its free runs.  (In ASan builds the calling thread's quarantine is emptied first.)  It
+ * lives above all three: the page heap is the floor and calls nothing above it. */
 #define _GNU_SOURCE
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,6 +15,9 @@
 void sc_scavenge(void)
 {
     sc_heap_init();
+#if SC_ASAN
+    sc_quarantine_drain();            /* what the program freed, held back for ASan */
+#endif
     sc_trim_all_caches();
     sc_heap_release_free();
 }

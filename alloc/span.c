@@ -29,6 +29,7 @@ void sc_span_init_small(sc_span *s)
     s->bump = s->base;
     s->free = (void *)s->end;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+    sc_asan_poison((void *)s->base, s->npages << SC_PAGE_SHIFT);
     if (sc_heap.valgrind)
         sc_vg_noaccess((void *)s->base, s->npages << SC_PAGE_SHIFT);
 }
@@ -40,6 +41,7 @@ void sc_span_init_small(sc_span *s)
 void *sc_span_bump(sc_span *s)
 {
     void *p = (void *)s->bump;
+    sc_asan_unpoison(p, s->elemsize);
     /* On a page that held data the word may be an old link into this very span, which a
      * free from another thread would take for a freed object (internal.h). */
     if (s->needzero) {
@@ -59,7 +61,7 @@ void *sc_span_bump(sc_span *s)
         for (uintptr_t o = next; o <= last; o += s->elemsize) {
             if (SC_UNLIKELY(sc_heap.valgrind))
                 sc_vg_defined((void *)o, sizeof(uintptr_t));
-            *(uintptr_t *)o = sc_link_encode(o < last ? (void *)(o + s->elemsize) : (void *)s->end);
+            sc_link_store((void *)o, sc_link_encode(o < last ? (void *)(o + s->elemsize) : (void *)s->end));
         }
         s->free = (void *)next;
         handed += (uint32_t)((last - next) / s->elemsize + 1);
@@ -74,7 +76,7 @@ static uintptr_t link_read(void *p)
 {
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_defined(p, sizeof(uintptr_t));
-    return *(uintptr_t *)p;
+    return sc_link_load(p);
 }
 
 size_t sc_list_length(const sc_span *s, void *head)
@@ -107,7 +109,7 @@ void *sc_list_concat(const sc_span *s, void *a, void *b)
             break;
         tail = next;
     }
-    *(uintptr_t *)tail = sc_link_encode(b);
+    sc_link_store(tail, sc_link_encode(b));
     return a;
 }
 

@@ -24,6 +24,15 @@ void sc_read_stats(struct sc_stats *out)
     sc_cache_sum(nremote, &cached);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] -= atomic_load_explicit(&sc_remote_collected[sc], memory_order_relaxed);
+#if SC_ASAN
+    /* Freed by the program, held back by the quarantine: freed here too. */
+    struct sc_large_counts held_large;
+    sc_quarantine_counts(nalloc, &held_large);
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
+        nremote[sc] += nalloc[sc];
+    cached.frees += held_large.frees;
+    cached.free_bytes += held_large.free_bytes;
+#endif
     sc_heap_sum_counts(nalloc, nfreed);
     for (unsigned cls = 1; cls < SC_NCLASS; cls++) {
         unsigned sc = SC_SPANCLASS(cls, 0);

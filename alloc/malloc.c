@@ -42,8 +42,9 @@ void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void) = {
 static size_t size_class(size_t n) { return sc_size_to_class[n]; }
 
 /* Whole pages, at an address that is a multiple of align (a power of two; a page or less
- * is any page). */
-static __attribute__((noinline)) void *alloc_large(size_t n, size_t align, bool zero, bool stack)
+ * is any page).  Inlined into its two callers, so that the common one (alloc_large) has
+ * the alignment tests folded away. */
+static inline __attribute__((always_inline)) void *alloc_pages(size_t n, size_t align, bool zero, bool stack)
 {
     if (n > ((size_t)1 << 46) || align > ((size_t)1 << 46)) {
         errno = ENOMEM;
@@ -65,18 +66,23 @@ static __attribute__((noinline)) void *alloc_large(size_t n, size_t align, bool 
     return (void *)s->base;
 }
 
+static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool stack)
+{
+    return alloc_pages(n, SC_PAGE_SIZE, zero, stack);
+}
+
 static inline void *alloc_any(size_t n, bool stack)
 {
     if (SC_LIKELY(n <= SC_MAX_SMALL))
         return alloc_small(SC_SPANCLASS(size_class(n), stack));
-    return alloc_large(n, SC_PAGE_SIZE, false, stack);
+    return alloc_large(n, false, stack);
 }
 
 void *sc_malloc_generic(size_t n) { return alloc_any(n, false); }
 
 /* The span of p, a pointer the heap handed out (NULL excluded); any other aborts naming
  * what is wrong with it.  s, if not NULL, is p's page-map entry. */
-sc_span *sc_check_free(void *p, sc_span *s)
+static inline __attribute__((always_inline)) sc_span *check_free(void *p, sc_span *s)
 {
     if (!s)
         s = sc_span_lookup(p);
@@ -93,6 +99,8 @@ sc_span *sc_check_free(void *p, sc_span *s)
     }
     return s;
 }
+
+sc_span *sc_check_free(void *p, sc_span *s) { return check_free(p, s); }
 
 static void free_large(sc_span *s, void *p)
 {
@@ -138,7 +146,7 @@ void sc_free_slow(void *p, sc_span *s)
 {
     if (!p)
         return;
-    s = sc_check_free(p, s);
+    s = check_free(p, s);
     if (s->state == SC_SPAN_LARGE) {
         free_large(s, p);
         return;
@@ -198,7 +206,7 @@ void *sc_calloc(size_t count, size_t n)
         return NULL;
     }
     if (bytes > SC_MAX_SMALL)
-        return alloc_large(bytes, SC_PAGE_SIZE, true, false);
+        return alloc_large(bytes, true, false);
     /* The fast path's lists hold used objects; the refill path may hand out a never-used
      * object from clean pages, which is zero already and stays untouched. */
     unsigned sc = SC_SPANCLASS(size_class(bytes), 0);
@@ -226,7 +234,7 @@ void *sc_aligned_alloc(size_t align, size_t n)
             if (sc_class_size[cls] % align == 0)
                 return alloc_small(SC_SPANCLASS(cls, 0));
     }
-    return alloc_large(n, align, false, false);
+    return alloc_pages(n, align, false, false);
 }
 
 size_t sc_usable_size(const void *p)

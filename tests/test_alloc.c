@@ -648,10 +648,11 @@ static void *set_late_key(void *arg)
     return NULL;
 }
 
-static void *allocate_once(void *arg)
+static void *allocate_some(void *arg)
 {
     (void)arg;
-    sc_free(sc_malloc(16));
+    for (int i = 0; i < 100; i++)
+        sc_free(sc_malloc(64));
     return NULL;
 }
 
@@ -665,7 +666,7 @@ static void late_frees_child(void)
     pthread_t t;
     pthread_create(&t, NULL, set_late_key, NULL);
     pthread_join(t, NULL);
-    pthread_create(&t, NULL, allocate_once, NULL);
+    pthread_create(&t, NULL, allocate_some, NULL);
     pthread_join(t, NULL);
     sc_read_stats(&st1);
     dprintf(2, "RESULT rounds %d live %lld\n", late_rounds,
@@ -770,14 +771,6 @@ static void *allocate_and_park(void *arg)
     while (!atomic_load(&parked_go))
         usleep(1000);
     sc_free(p);
-    return NULL;
-}
-
-static void *allocate_some(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < 100; i++)
-        sc_free(sc_malloc(64));
     return NULL;
 }
 

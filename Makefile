@@ -2,27 +2,37 @@
 #
 #   make                   the daemon, libscalloc.a, tools, tests and benches
 #   make run               build and start the daemon on the embedded default config
-#   make test              build and run every test; SAN=1 under ASan+UBSan
+#   make test              build and run every test; SAN=1 under ASan+UBSan; TSAN=1 the
+#                          allocator, coroutine and stress tests under ThreadSanitizer
+#   make install           libscalloc.a, its headers and scalloc.pc under PREFIX (/usr/local),
+#                          staged under DESTDIR if set
 #   make bench-alloc       allocator benchmark (figures in the README)
 #   make bench-coro        coroutine benchmark
 #   make fuzz              every libFuzzer target for FUZZ_SECONDS each (clang)
 #
 # Build options (a change of any of them rebuilds everything):
-#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1
+#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1  TSAN=0|1
+#   CORO_CHECKS=1 (coro_resume checks its coroutine is suspended in the inline switch too)
 
 BUILD ?= build
 SIZE_SPECIALIZED ?= 1
 CORO ?= asm
 SAN ?= 0
+TSAN ?= 0
 
 CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Werror -Wno-error=unused-command-line-argument
 ifneq ($(shell $(CC) -v 2>&1 | grep -c clang),1)
 WARN := -Wall -Wextra -Werror
 endif
-DEFS := -DSC_SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
+# SIZE_SPECIALIZED reaches the code through the generated sc_config.h (below), which is
+# installed with the library so that its users need no -D.
+DEFS :=
 ifeq ($(CORO),ucontext)
 DEFS += -DCORO_UCONTEXT=1
+endif
+ifneq ($(CORO_CHECKS),)
+DEFS += -DCORO_CHECKS=$(CORO_CHECKS)
 endif
 SANFLAGS :=
 ifeq ($(SAN),1)
@@ -32,23 +42,40 @@ endif
 ifeq ($(SAN),fuzz)
 SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+ifeq ($(TSAN),1)
+ifeq ($(SAN),1)
+$(error SAN=1 and TSAN=1 cannot be combined)
+endif
+SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+endif
+# Stack clash protection: a frame larger than a page is touched page by page, so no frame
+# can step over a coroutine's guard page (tests/test_coro.c).
+HARDEN := -fstack-clash-protection
 # HTTP/1.1 is parsed by llhttp, compiled from the sources Debian's node-llhttp ships.
 LLHTTP_DIR ?= /usr/share/llhttp
 LLHTTP_INC ?= /usr/share/include/llhttp
-ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(SANFLAGS) $(DEFS) -pthread \
+ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthread \
               -I$(BUILD)/gen -Ialloc -Icoro -Iserver -I$(LLHTTP_INC)
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
 SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
 
 # Objects depend on the flags they were built with.
-FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL)
+FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL) SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
 $(shell mkdir -p $(BUILD)/obj $(BUILD)/gen; \
   echo '$(FLAGS_STR)' | cmp -s - $(BUILD)/flags || echo '$(FLAGS_STR)' > $(BUILD)/flags)
 
-ALLOC_SRC := alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c alloc/malloc.c \
-             alloc/growth.c alloc/stats.c alloc/valgrind.c
+ALLOC_SRC := alloc/fatal.c alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c \
+             alloc/malloc.c alloc/quarantine.c alloc/scavenge.c alloc/growth.c alloc/stats.c \
+             alloc/fork.c alloc/valgrind.c
 ALLOC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/obj/%.o)
-GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h
+GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h
+
+# The C library's malloc family on the heap (alloc/export.c), for the daemon: an object,
+# not an archive member, so that its definitions are always linked.  Not in sanitizer
+# builds, whose runtimes hand out memory of their own heaps (ASan's strdup and realpath
+# interceptors) that a free here would reject; there mem.c's hooks route the libraries.
+MALLOC_OBJ := $(BUILD)/obj/alloc/export.o
+DAEMON_MALLOC := $(if $(filter 00,$(SAN)$(TSAN)),$(MALLOC_OBJ))
 
 CORO_SRC := coro/coro.c coro/switch_ucontext.c
 CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
@@ -59,7 +86,9 @@ LLHTTP_OBJ := $(BUILD)/obj/llhttp/api.o $(BUILD)/obj/llhttp/http.o $(BUILD)/obj/
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o \
               $(BUILD)/obj/server/app/dashboard_html.o $(LLHTTP_OBJ)
 
-UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/h2raw
+# test_export links the exported malloc family, which sanitizer builds leave out.
+UNIT_TESTS := $(BUILD)/tests/test_alloc $(if $(DAEMON_MALLOC),$(BUILD)/tests/test_export) \
+              $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
 
 TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
@@ -67,7 +96,7 @@ ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
 
-.PHONY: all run test bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
+.PHONY: all run test install bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
 all: $(BUILD)/.deps-build $(TARGETS)
 
 $(BUILD)/.deps-build: scripts/ensure-deps.sh
@@ -85,6 +114,10 @@ $(BUILD)/gen/sc_sizeclasses.h: $(BUILD)/mksizeclasses
 	$< tables > $@.tmp && mv $@.tmp $@
 $(BUILD)/gen/sc_specialized.h: $(BUILD)/mksizeclasses
 	$< specialized > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/sc_config.h: $(BUILD)/flags
+	printf '/* Generated by the Makefile: how this libscalloc was built. */\n#define SC_SIZE_SPECIALIZED %s\n' \
+	  $(SIZE_SPECIALIZED) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/obj/%.o: %.c $(GEN) $(BUILD)/flags
 	@mkdir -p $(dir $@)
@@ -108,13 +141,19 @@ $(BUILD)/libcoro.a: $(CORO_OBJ)
 $(BUILD)/sc-classes: $(BUILD)/obj/alloc/sc_classes.o $(BUILD)/libscalloc.a
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 
-$(BUILD)/h2park: $(SERVER_OBJ) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+$(BUILD)/h2park: $(SERVER_OBJ) $(DAEMON_MALLOC) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
 $(BUILD)/tests/h2raw: $(BUILD)/obj/tests/h2raw.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/test_export: $(BUILD)/obj/tests/test_export.o $(MALLOC_OBJ) $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/test_stress: $(BUILD)/obj/tests/test_stress.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_coro: $(BUILD)/obj/tests/test_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
@@ -146,12 +185,36 @@ fuzz: $(BUILD)/.deps-fuzz
 run: all
 	@scripts/run-default.sh $(BUILD)
 
-# Both allocator builds and both context switches pass the same unit tests.
-VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro
+# One include directory (its sc_config.h says how the library was built) and a pkg-config
+# file whose Libs carry what linking it needs (the sanitizer runtime in SAN/TSAN builds).
+PREFIX ?= /usr/local
+SC_VERSION := 0.1.0
+install: $(BUILD)/libscalloc.a $(GEN)
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/scalloc
+	install -m 644 $(BUILD)/libscalloc.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 alloc/scalloc.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h \
+	  $(DESTDIR)$(PREFIX)/include/scalloc/
+	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include/scalloc' 'libdir=$${prefix}/lib' '' \
+	  'Name: scalloc' 'Description: a Go-style size-class heap for C (from h2park)' 'Version: $(SC_VERSION)' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lscalloc -pthread $(strip $(SANFLAGS))' \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/scalloc.pc
+
+# Both allocator builds, both context switches and the checked inline switch pass the
+# same unit tests.  Under
+# ThreadSanitizer only the threaded parts run (the allocator, the coroutines, the
+# stress) and no end-to-end test.
+VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro $(BUILD)/checks/tests/test_coro
+ifeq ($(TSAN),1)
+TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
+test: $(BUILD)/.deps-test $(TEST_PROGS)
+else
+TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))
 test: $(BUILD)/.deps-test all
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) $(BUILD)/nospec/tests/test_alloc
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) $(BUILD)/ucontext/tests/test_coro
-	@BUILD=$(BUILD) SAN=$(SAN) VARIANT_TESTS="$(VARIANT_TESTS)" tests/run.sh
+endif
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/checks CORO_CHECKS=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/checks/tests/test_coro
+	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
 
 bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park

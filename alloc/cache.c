@@ -25,7 +25,6 @@ sc_span sc_empty_span;
 __thread sc_cache sc_tls __attribute__((tls_model("local-exec"))) = {
     .cur = { [0 ... SC_NSPANCLASS - 1] = &sc_empty_span },
 };
-_Atomic uint64_t sc_remote_collected[SC_NSPANCLASS];
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static sc_cache *registry;
@@ -83,6 +82,7 @@ void *sc_cache_large_get(size_t npages)
         for (unsigned j = i; j < c->nlarge; j++)
             c->large[j] = c->large[j + 1];
         s->cached = 0;
+        sc_asan_unpoison((void *)s->base, npages << SC_PAGE_SHIFT);
         sc_count(&c->large_counts.mallocs);
         sc_count_n(&c->large_counts.alloc_bytes, npages << SC_PAGE_SHIFT);
         return (void *)s->base;
@@ -95,8 +95,8 @@ bool sc_cache_large_put(sc_span *s)
     sc_cache *c = &sc_tls;
     if (s->stack || s->npages > SC_LARGE_CACHE_PAGES || SC_UNLIKELY(sc_heap.valgrind))
         return false;
-    if (SC_UNLIKELY(!c->registered))
-        sc_cache_register(c);
+    if (SC_UNLIKELY(c->state != SC_CACHE_LIVE) && !sc_cache_use(c))
+        return false;
     if (c->nlarge == SC_LARGE_CACHE)
         large_release_oldest(c);
     s->cached = 1;
@@ -122,11 +122,9 @@ static void cache_flush(sc_cache *c)
     }
 }
 
-static void thread_exit(void *arg)
+/* Under registry_lock: a cache's counts go to the exited totals. */
+static void retire_counts(sc_cache *c)
 {
-    sc_cache *c = arg;
-    cache_flush(c);
-    pthread_mutex_lock(&registry_lock);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
         exited_nremote[sc] += c->nremote[sc];
         __atomic_store_n(&c->nremote[sc], 0, __ATOMIC_RELAXED);
@@ -136,6 +134,11 @@ static void thread_exit(void *arg)
     exited_large.alloc_bytes += c->large_counts.alloc_bytes;
     exited_large.free_bytes += c->large_counts.free_bytes;
     memset(&c->large_counts, 0, sizeof c->large_counts);
+}
+
+/* Under registry_lock. */
+static void unlink_cache(sc_cache *c)
+{
     if (c->reg_prev)
         c->reg_prev->reg_next = c->reg_next;
     else
@@ -143,7 +146,24 @@ static void thread_exit(void *arg)
     if (c->reg_next)
         c->reg_next->reg_prev = c->reg_prev;
     c->reg_next = c->reg_prev = NULL;
-    c->registered = false;
+    c->state = SC_CACHE_GONE;
+}
+
+static void thread_exit(void *arg)
+{
+    sc_cache *c = arg;
+    cache_flush(c);
+    pthread_mutex_lock(&registry_lock);
+    retire_counts(c);
+    unlink_cache(c);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* A free pushed onto another thread's span by a thread whose cache is gone. */
+void sc_cache_count_gone(unsigned spanclass)
+{
+    pthread_mutex_lock(&registry_lock);
+    exited_nremote[spanclass]++;
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -153,22 +173,25 @@ static void make_exit_key(void)
         sc_fatal("cannot create the thread-exit key");
 }
 
-void sc_cache_register(sc_cache *c)
+/* Makes the calling thread's cache live; false once it is gone (see internal.h). */
+bool sc_cache_use(sc_cache *c)
 {
+    if (c->state == SC_CACHE_GONE)
+        return false;
     sc_heap_init();
     pthread_once(&exit_key_once, make_exit_key);
-    /* A thread that allocates again from a later destructor registers again, and the
-     * key's destructor runs once more for it. */
-    pthread_setspecific(exit_key, c);
     pthread_mutex_lock(&registry_lock);
     c->reg_prev = NULL;
     c->reg_next = registry;
     if (registry)
         registry->reg_prev = c;
     registry = c;
-    c->registered = true;
+    c->state = SC_CACHE_LIVE;
     c->trim_epoch = atomic_load_explicit(&trim_epoch, memory_order_relaxed);
     pthread_mutex_unlock(&registry_lock);
+    /* Live before this: with more than 32 keys in use it allocates. */
+    pthread_setspecific(exit_key, c);
+    return true;
 }
 
 static bool span_has_free(const sc_span *s) { return (uintptr_t)s->free != s->end || s->bump != s->end; }
@@ -187,10 +210,10 @@ static void *span_take(sc_span *s, bool *zeroed)
 static sc_span *fresh_span(unsigned sc)
 {
     unsigned cls = SC_SPANCLASS_CLASS(sc);
-    sc_span *s = sc_heap_alloc(sc_class_npages[cls], false, SC_SPANCLASS_STACK(sc), false);
+    sc_span *s = sc_heap_alloc(sc_class_npages[cls], SC_PAGE_SIZE, sc, false);
     if (!s)
         return NULL;
-    sc_span_init_small(s, sc);
+    sc_span_init_small(s);
     atomic_store_explicit(&s->owner, sc_thread_id(), memory_order_relaxed);
     return s;
 }
@@ -225,19 +248,50 @@ void sc_cache_trim(sc_cache *c)
     }
 }
 
+/* Takes an object from a span, announcing it to valgrind where the heap runs under it. */
+static void *take_announced(sc_span *s, bool *zeroed)
+{
+    if (SC_LIKELY(!sc_heap.valgrind))
+        return span_take(s, zeroed);
+    if ((uintptr_t)s->free != s->end)
+        sc_vg_defined(s->free, sizeof(uintptr_t));
+    bool zero = false;
+    void *p = span_take(s, &zero);
+    sc_vg_malloclike(p, s->elemsize, zero);
+    if (zeroed)
+        *zeroed = zero;
+    return p;
+}
+
+/* Once the thread's cache is gone, each object comes from a span given straight back to
+ * the central list: nothing stays owned by a thread about to vanish. */
+static void *refill_uncached(unsigned sc, bool *zeroed)
+{
+    sc_span *s = sc_central_adopt(sc);
+    if (!s)
+        s = fresh_span(sc);
+    if (!s) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = take_announced(s, zeroed);
+    sc_central_abandon(s);
+    return p;
+}
+
 void *sc_cache_refill(size_t spanclass, bool *zeroed)
 {
     sc_cache *c = &sc_tls;
     unsigned sc = (unsigned)spanclass;
-    if (SC_UNLIKELY(!c->registered))
-        sc_cache_register(c);
+    if (zeroed)
+        *zeroed = false;
+    if (SC_UNLIKELY(c->state != SC_CACHE_LIVE) && !sc_cache_use(c))
+        return refill_uncached(sc, zeroed);
     unsigned epoch = atomic_load_explicit(&trim_epoch, memory_order_relaxed);
     if (SC_UNLIKELY(c->trim_epoch != epoch)) {
         c->trim_epoch = epoch;
         sc_cache_trim(c);
     }
-    if (zeroed)
-        *zeroed = false;
     sc_span *cur = c->cur[sc];
     if (cur != &sc_empty_span) {
         sc_span_collect_remote(cur);
@@ -270,14 +324,7 @@ void *sc_cache_refill(size_t spanclass, bool *zeroed)
         c->cur[sc] = &sc_empty_span;
         others_push_tail(c, sc, pick);
         c->others[sc] = pick;
-        if ((uintptr_t)pick->free != pick->end)
-            sc_vg_defined(pick->free, sizeof(uintptr_t));
-        bool zero = false;
-        void *p = span_take(pick, &zero);
-        sc_vg_malloclike(p, pick->elemsize, zero);
-        if (zeroed)
-            *zeroed = zero;
-        return p;
+        return take_announced(pick, zeroed);
     }
     c->cur[sc] = pick;
     return span_take(pick, zeroed);
@@ -287,7 +334,7 @@ void sc_trim_all_caches(void)
 {
     atomic_fetch_add_explicit(&trim_epoch, 1, memory_order_relaxed);
     sc_cache *c = &sc_tls;
-    if (c->registered) {
+    if (c->state == SC_CACHE_LIVE) {
         c->trim_epoch = atomic_load_explicit(&trim_epoch, memory_order_relaxed);
         sc_cache_trim(c);
     }
@@ -306,6 +353,28 @@ void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large
         large->frees += __atomic_load_n(&c->large_counts.frees, __ATOMIC_RELAXED);
         large->alloc_bytes += __atomic_load_n(&c->large_counts.alloc_bytes, __ATOMIC_RELAXED);
         large->free_bytes += __atomic_load_n(&c->large_counts.free_bytes, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* fork.c */
+void sc_registry_lock(void) { pthread_mutex_lock(&registry_lock); }
+void sc_registry_unlock(void) { pthread_mutex_unlock(&registry_lock); }
+
+/* In a forked child, where the calling thread is the only one: the other threads' caches
+ * leave the registry (their counts go to the exited totals), since their memory will be
+ * new threads' thread-local storage.  Their spans are not taken back: a thread stopped
+ * inside a lock-free path may have left its lists half-updated, so they stay with their
+ * vanished owners (a leak in the child, as other allocators leak dead threads' caches). */
+void sc_cache_forget_other_threads(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (sc_cache *c = registry, *next; c; c = next) {
+        next = c->reg_next;
+        if (c == &sc_tls)
+            continue;
+        retire_counts(c);
+        unlink_cache(c);
     }
     pthread_mutex_unlock(&registry_lock);
 }

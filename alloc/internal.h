@@ -11,7 +11,10 @@
  * - Free-list links are stored in the first word of a free object, XORed with a
  *   process-wide random key, and every list ends with span->end (one past the last
  *   object), never NULL.  A freed object's first word therefore decodes into its own
- *   span: that is how a double free is recognised without a per-object header.
+ *   span: that is how a double free is recognised without a per-object header.  For
+ *   that, every object handed out starts with a word that decodes outside (0): a popped
+ *   object's is cleared, and so is a bumped one's on pages that may hold old data; a
+ *   free from another thread cannot search the owner's list and relies on it.
  * - A fresh span is not threaded: objects past span->bump are handed out by bumping,
  *   so pages nobody asked for stay untouched (and, if they came clean, zero), and
  *   mul_limit only admits objects below the bump, so freeing one never handed out is
@@ -23,10 +26,25 @@
  *   never has to look at whether the span became empty (refill and trim do).  They are
  *   also the statistics: the fast paths count nothing else, and sc_read_stats sums
  *   them over all spans (the page heap keeps the totals of spans that are gone).
+ * - Layers call downward only: malloc.c (entry points) -> cache.c (per-thread caches)
+ *   -> central.c (spans of exited threads) -> span.c -> pageheap.c, the floor, which
+ *   calls nothing above it; fatal.c and valgrind.c are leaves everyone may call.
+ *   scavenge.c, stats.c and fork.c sit on top and reach into several layers; export.c
+ *   (the C library's malloc family) is built on the public API alone.
  * - libscalloc.a is for linking into executables: its TLS is local-exec.
- * - Counters are written by one thread at a time (a span's owner, or whoever holds
- *   its central lock), with one read-modify-write instruction, and read by anyone
- *   with relaxed loads. */
+ * - In ASan builds (SAN=1) a free object and every byte of a span not handed out is
+ *   poisoned, so that ASan reports any access to them; the allocator's own reads and
+ *   writes of a free object's link word open it for that access (sc_link_load,
+ *   sc_link_store), and a quarantine (quarantine.c) delays reuse.  Other builds compile
+ *   none of it.
+ * - Every word one thread writes while another may read it is accessed with explicit
+ *   atomics (relaxed where nothing else hangs on the value, acquire/release where it
+ *   hands memory over), so the code says what it means and ThreadSanitizer can check it.
+ *   Counters are written by one thread at a time (a span's owner, or whoever holds its
+ *   central lock) and read by anyone.  On x86-64 the fast paths count with one add to
+ *   memory and test shared words with one compare against memory, in inline assembly
+ *   (the compiler does not fold relaxed atomics into other instructions); under
+ *   ThreadSanitizer, which cannot see inside assembly, they are the C11 builtins. */
 #ifndef SC_INTERNAL_H
 #define SC_INTERNAL_H
 
@@ -39,6 +57,42 @@
 
 #include "scalloc.h"
 #include "sc_sizeclasses.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define SC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SC_TSAN 1
+#endif
+#endif
+#ifndef SC_TSAN
+#define SC_TSAN 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define SC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SC_ASAN 1
+#endif
+#endif
+#ifndef SC_ASAN
+#define SC_ASAN 0
+#endif
+#if SC_ASAN
+#include <sanitizer/asan_interface.h>
+#define sc_asan_poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define sc_asan_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define sc_asan_poison(p, n) ((void)(p), (void)(n))
+#define sc_asan_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
+/* The single-instruction forms of the fast paths' shared accesses (see above). */
+#if defined(__x86_64__) && !SC_TSAN
+#define SC_ASM_ATOMICS 1
+#else
+#define SC_ASM_ATOMICS 0
+#endif
 
 #define SC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SC_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -63,7 +117,8 @@ struct sc_span {
     _Atomic uintptr_t owner;
     uintptr_t base;
     uint32_t divmul;           /* floor(2^32 / elemsize) + 1 */
-    uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object */
+    uint32_t mul_limit;        /* (uint32)(off*divmul) < mul_limit <=> off starts a handed-out object;
+                                  raised by the owner, read by remote frees (atomics) */
     uint32_t base_mul;         /* (uint32)base * divmul: off*divmul = p*divmul - base_mul (mod 2^32) */
     uint32_t excess;           /* elemsize * divmul - 2^32 */
     uintptr_t limit;           /* nelems * elemsize */
@@ -103,8 +158,15 @@ struct sc_cache {
     struct sc_large_counts large_counts;
     sc_cache *reg_next, *reg_prev;
     unsigned trim_epoch;
-    bool registered;
+    uint8_t state;                    /* enum sc_cache_state */
 };
+
+/* A cache is UNUSED until its thread first needs it, LIVE (registered: summed by the
+ * statistics, torn down by the thread-exit handler) until the handler runs, then GONE:
+ * what the thread still allocates or frees after that (later key destructors, glibc's
+ * own clean-up) goes around the cache, since nothing would tear it down again and the
+ * thread-local memory will be a new thread's. */
+enum sc_cache_state { SC_CACHE_UNUSED, SC_CACHE_LIVE, SC_CACHE_GONE };
 
 struct sc_heap {
     /* Read without the lock by the free fast path; fixed once initialised. */
@@ -149,7 +211,7 @@ static inline uintptr_t sc_thread_id(void)
 
 static inline void sc_count_n(uint64_t *ctr, uint64_t n)
 {
-#if defined(__x86_64__)
+#if SC_ASM_ATOMICS
     /* One instruction, so a concurrent relaxed reader sees the old or the new value. */
     __asm__("addq %1, %0" : "+m"(*ctr) : "ir"(n));
 #else
@@ -170,7 +232,7 @@ static inline uint64_t sc_span_live(const sc_span *s)
  * this thread's id only if this thread set it. */
 static inline bool sc_page_is_fast(size_t page)
 {
-#if defined(__x86_64__)
+#if SC_ASM_ATOMICS
     bool below;
     __asm__("cmpq %2, %1" : "=@ccb"(below) : "r"(page), "m"(sc_heap.fast_npages));
     return below;
@@ -181,7 +243,7 @@ static inline bool sc_page_is_fast(size_t page)
 
 static inline bool sc_owned_here(const sc_span *s)
 {
-#if defined(__x86_64__)
+#if SC_ASM_ATOMICS
     bool mine;
     __asm__("cmpq %2, %1" : "=@cce"(mine) : "r"(sc_thread_id()), "m"(s->owner));
     return mine;
@@ -200,9 +262,15 @@ static inline sc_span *sc_span_of(const void *p)
     return sc_heap.pagemap[idx];
 }
 
+static inline bool sc_starts_object_below(const sc_span *s, const void *p, uint32_t mul_limit)
+{
+    return (uint32_t)((uint32_t)(uintptr_t)p * s->divmul - s->base_mul) < mul_limit;
+}
+
+/* For the owner, which alone raises mul_limit (a compare against memory). */
 static inline bool sc_span_is_object_start(const sc_span *s, const void *p)
 {
-    return (uint32_t)((uint32_t)(uintptr_t)p * s->divmul - s->base_mul) < s->mul_limit;
+    return sc_starts_object_below(s, p, s->mul_limit);
 }
 
 static inline void *sc_link_decode(const sc_span *s, uintptr_t word)
@@ -213,16 +281,42 @@ static inline void *sc_link_decode(const sc_span *s, uintptr_t word)
 
 static inline uintptr_t sc_link_encode(const void *next) { return (uintptr_t)next ^ sc_heap.key; }
 
+/* The first word of an object being freed or free: the link.  Under ASan such an object is
+ * poisoned, and the allocator opens the word for its own access only. */
+static inline uintptr_t sc_link_load(const void *p)
+{
+    sc_asan_unpoison(p, sizeof(uintptr_t));
+    uintptr_t word = *(const uintptr_t *)p;
+    sc_asan_poison(p, sizeof(uintptr_t));
+    return word;
+}
+
+static inline void sc_link_store(void *p, uintptr_t word)
+{
+    sc_asan_unpoison(p, sizeof(uintptr_t));
+    *(uintptr_t *)p = word;
+    sc_asan_poison(p, sizeof(uintptr_t));
+}
+
 /* A free object's first word decodes to a link inside its own span (or to its end). */
 static inline bool sc_looks_freed(const sc_span *s, const void *p)
 {
-    uintptr_t next = *(const uintptr_t *)p ^ sc_heap.key;
+    uintptr_t next = sc_link_load(p) ^ sc_heap.key;
     return next - s->base <= s->limit;
+}
+
+/* The owner's free: p goes on top of the list malloc pops. */
+static inline __attribute__((always_inline)) void sc_span_push(sc_span *s, void *p)
+{
+    sc_link_store(p, sc_link_encode(s->free));
+    s->free = p;
+    sc_count(&s->nfreed);
 }
 
 static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 {
     void **p = s->free;
+    sc_asan_unpoison(p, s->elemsize);
     s->free = sc_link_decode(s, *(uintptr_t *)p);
     /* Else a live object nobody wrote to would look freed, and its free go the slow way. */
     *(uintptr_t *)p = 0;
@@ -232,12 +326,13 @@ static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 
 /* pageheap.c */
 void sc_heap_init(void) SC_HIDDEN;
-sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large) SC_HIDDEN;
+sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zero) SC_HIDDEN;
 void sc_heap_free(sc_span *s) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
+void sc_heap_release_free(void) SC_HIDDEN;
 /* span.c */
-void sc_span_init_small(sc_span *s, unsigned spanclass) SC_HIDDEN;
+void sc_span_init_small(sc_span *s) SC_HIDDEN;
 void *sc_span_bump(sc_span *s) SC_HIDDEN;
 size_t sc_list_length(const sc_span *s, void *head) SC_HIDDEN;
 bool sc_list_contains(const sc_span *s, void *head, const void *p) SC_HIDDEN;
@@ -251,20 +346,37 @@ bool sc_central_free(sc_span *s, void *p) SC_HIDDEN;
 /* cache.c */
 void *sc_cache_refill(size_t spanclass, bool *zeroed) SC_HIDDEN __attribute__((cold));
 void sc_cache_trim(sc_cache *c) SC_HIDDEN;
-void sc_cache_register(sc_cache *c) SC_HIDDEN;
+bool sc_cache_use(sc_cache *c) SC_HIDDEN;
+void sc_cache_count_gone(unsigned spanclass) SC_HIDDEN;
 void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large) SC_HIDDEN;
 void *sc_cache_large_get(size_t npages) SC_HIDDEN;
 bool sc_cache_large_put(sc_span *s) SC_HIDDEN;
 void sc_trim_all_caches(void) SC_HIDDEN;
 /* malloc.c */
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;
+sc_span *sc_check_free(void *p, sc_span *s) SC_HIDDEN;
+void sc_free_now(void *p) SC_HIDDEN;                     /* ASan builds: sc_free is quarantine.c's */
+/* quarantine.c (ASan builds) */
+void sc_quarantine_drain(void) SC_HIDDEN;
+void sc_quarantine_counts(uint64_t held[SC_NSPANCLASS], struct sc_large_counts *large) SC_HIDDEN;
+/* fork.c, and the locks it takes */
+void sc_fork_install(void) SC_HIDDEN;
+void sc_stats_lock(void) SC_HIDDEN;
+void sc_stats_unlock(void) SC_HIDDEN;
+void sc_registry_lock(void) SC_HIDDEN;
+void sc_registry_unlock(void) SC_HIDDEN;
+void sc_central_lock_all(void) SC_HIDDEN;
+void sc_central_unlock_all(void) SC_HIDDEN;
+void sc_heap_lock(void) SC_HIDDEN;
+void sc_heap_unlock(void) SC_HIDDEN;
+void sc_cache_forget_other_threads(void) SC_HIDDEN;
 /* valgrind.c */
 bool sc_running_on_valgrind(void) SC_HIDDEN;
 void sc_vg_malloclike(void *p, size_t n, bool zeroed) SC_HIDDEN;
 void sc_vg_freelike(void *p) SC_HIDDEN;
 void sc_vg_noaccess(void *p, size_t n) SC_HIDDEN;
 void sc_vg_defined(void *p, size_t n) SC_HIDDEN;
-
+/* fatal.c */
 __attribute__((noreturn, format(printf, 1, 2))) void sc_fatal(const char *fmt, ...) SC_HIDDEN;
 
 #endif

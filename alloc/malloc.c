@@ -10,28 +10,12 @@
  * path. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 
-void sc_fatal(const char *fmt, ...)
-{
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        n = 0;
-    if (n > (int)sizeof buf - 2)
-        n = sizeof buf - 2;
-    buf[n++] = '\n';
-    if (write(2, "scalloc: ", 9) < 0 || write(2, buf, (size_t)n) < 0)
-        abort();
-    abort();
-}
+/* At start, so that no allocation is ever inside pthread_atfork when it is called. */
+__attribute__((constructor)) static void install_fork_handlers(void) { sc_fork_install(); }
 
 static inline __attribute__((always_inline)) void *alloc_small(size_t sc)
 {
@@ -57,19 +41,22 @@ void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void) = {
 
 static size_t size_class(size_t n) { return sc_size_to_class[n]; }
 
-static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool stack)
+/* Whole pages, at an address that is a multiple of align (a power of two; a page or less
+ * is any page).  Inlined into its two callers, so that the common one (alloc_large) has
+ * the alignment tests folded away. */
+static inline __attribute__((always_inline)) void *alloc_pages(size_t n, size_t align, bool zero, bool stack)
 {
-    if (n > ((size_t)1 << 46)) {
+    if (n > ((size_t)1 << 46) || align > ((size_t)1 << 46)) {
         errno = ENOMEM;
         return NULL;
     }
     size_t npages = (n + SC_PAGE_SIZE - 1) >> SC_PAGE_SHIFT;
-    if (!zero && !stack) {
+    if (!zero && !stack && align <= SC_PAGE_SIZE) {
         void *p = sc_cache_large_get(npages);
         if (p)
             return p;
     }
-    sc_span *s = sc_heap_alloc(npages ? npages : 1, zero, stack, true);
+    sc_span *s = sc_heap_alloc(npages ? npages : 1, align, SC_SPANCLASS(0, stack), zero);
     if (!s) {
         errno = ENOMEM;
         return NULL;
@@ -77,6 +64,11 @@ static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool sta
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_malloclike((void *)s->base, n, zero);
     return (void *)s->base;
+}
+
+static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool stack)
+{
+    return alloc_pages(n, SC_PAGE_SIZE, zero, stack);
 }
 
 static inline void *alloc_any(size_t n, bool stack)
@@ -88,12 +80,30 @@ static inline void *alloc_any(size_t n, bool stack)
 
 void *sc_malloc_generic(size_t n) { return alloc_any(n, false); }
 
+/* The span of p, a pointer the heap handed out (NULL excluded); any other aborts naming
+ * what is wrong with it.  s, if not NULL, is p's page-map entry. */
+static inline __attribute__((always_inline)) sc_span *check_free(void *p, sc_span *s)
+{
+    if (!s)
+        s = sc_span_lookup(p);
+    if (!s || s->state == SC_SPAN_FREE || s->state > SC_SPAN_LARGE)
+        sc_fatal("invalid free of %p: not a pointer this heap returned (or already freed)", p);
+    if (s->state == SC_SPAN_LARGE) {
+        if ((uintptr_t)p != s->base)
+            sc_fatal("invalid free of %p: inside the %u-page object at %p", p, s->npages, (void *)s->base);
+        if (s->cached)
+            sc_fatal("double free of %p", p);
+    } else if (!sc_starts_object_below(s, p, __atomic_load_n(&s->mul_limit, __ATOMIC_RELAXED))) {
+        /* The owner may be raising the limit as this runs: p, handed out before, is below. */
+        sc_fatal("invalid free of %p: not the start of an object", p);
+    }
+    return s;
+}
+
+sc_span *sc_check_free(void *p, sc_span *s) { return check_free(p, s); }
+
 static void free_large(sc_span *s, void *p)
 {
-    if ((uintptr_t)p != s->base)
-        sc_fatal("invalid free of %p: inside the %u-page object at %p", p, s->npages, (void *)s->base);
-    if (s->cached)
-        sc_fatal("double free of %p", p);
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_freelike(p);
     if (!sc_cache_large_put(s))
@@ -102,8 +112,10 @@ static void free_large(sc_span *s, void *p)
 
 static void free_remote(sc_cache *c, sc_span *s, void *p)
 {
-    if (SC_UNLIKELY(!c->registered))
-        sc_cache_register(c);
+    bool counted_here = SC_LIKELY(c->state == SC_CACHE_LIVE) || sc_cache_use(c);
+    /* Read while p is live: once p is pushed the owner may collect it, give the empty
+     * span back and reuse the struct for another class. */
+    unsigned spanclass = __atomic_load_n(&s->spanclass, __ATOMIC_RELAXED);
     uintptr_t old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
     for (;;) {
         if (old == SC_TF_ABANDONED) {
@@ -111,19 +123,20 @@ static void free_remote(sc_cache *c, sc_span *s, void *p)
                 return;
             /* Adopted meanwhile: by us, or by another thread. */
             if (atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_thread_id()) {
-                *(uintptr_t *)p = sc_link_encode(s->free);
-                s->free = p;
-                sc_count(&s->nfreed);
+                sc_span_push(s, p);
                 return;
             }
             old = atomic_load_explicit(&s->thread_free, memory_order_relaxed);
             continue;
         }
-        *(uintptr_t *)p = sc_link_encode(old ? (void *)old : (void *)s->end);
+        sc_link_store(p, sc_link_encode(old ? (void *)old : (void *)s->end));
         if (atomic_compare_exchange_weak_explicit(&s->thread_free, &old, (uintptr_t)p,
                                                   memory_order_release, memory_order_relaxed)) {
             /* Counted once pushed: a reader may still count it live for an instant. */
-            sc_count(&c->nremote[s->spanclass]);
+            if (SC_LIKELY(counted_here))
+                sc_count(&c->nremote[spanclass]);
+            else
+                sc_cache_count_gone(spanclass);
             return;
         }
     }
@@ -133,16 +146,11 @@ void sc_free_slow(void *p, sc_span *s)
 {
     if (!p)
         return;
-    if (!s)
-        s = sc_span_lookup(p);
-    if (!s || s->state == SC_SPAN_FREE || s->state > SC_SPAN_LARGE)
-        sc_fatal("invalid free of %p: not a pointer this heap returned (or already freed)", p);
+    s = check_free(p, s);
     if (s->state == SC_SPAN_LARGE) {
         free_large(s, p);
         return;
     }
-    if (!sc_span_is_object_start(s, p))
-        sc_fatal("invalid free of %p: not the start of an object", p);
     sc_cache *c = &sc_tls;
     if (SC_UNLIKELY(sc_heap.valgrind)) {
         sc_vg_freelike(p);
@@ -155,9 +163,7 @@ void sc_free_slow(void *p, sc_span *s)
             if (sc_list_contains(s, s->free, p))
                 sc_fatal("double free of %p", p);
         }
-        *(uintptr_t *)p = sc_link_encode(s->free);
-        s->free = p;
-        sc_count(&s->nfreed);
+        sc_span_push(s, p);
         return;
     }
     /* Another thread's list cannot be searched safely; a first word that decodes into
@@ -168,7 +174,14 @@ void sc_free_slow(void *p, sc_span *s)
     free_remote(c, s, p);
 }
 
-void sc_free(void *p)
+/* In ASan builds sc_free is the quarantine's (quarantine.c), which frees here later. */
+#if SC_ASAN
+#define FREE_NOW sc_free_now
+#else
+#define FREE_NOW sc_free
+#endif
+
+void FREE_NOW(void *p)
 {
     size_t page = ((uintptr_t)p - sc_heap.base) >> SC_PAGE_SHIFT;
     sc_span *s = NULL;
@@ -179,9 +192,7 @@ void sc_free(void *p)
         goto slow;
     if (SC_UNLIKELY(!sc_span_is_object_start(s, p) || sc_looks_freed(s, p)))
         goto slow;
-    *(uintptr_t *)p = sc_link_encode(s->free);
-    s->free = p;
-    sc_count(&s->nfreed);
+    sc_span_push(s, p);
     return;
 slow:
     sc_free_slow(p, s);
@@ -205,6 +216,25 @@ void *sc_calloc(size_t count, size_t n)
     if (p && !zeroed)
         memset(p, 0, bytes);
     return p;
+}
+
+/* Every object is aligned to the largest power of two that divides its class size, up
+ * to a page (spans start on pages), and large objects to a page; so an alignment up to a
+ * page is the first class from n's up whose size it divides (32 KiB serves all), and a
+ * larger one is a large object the page heap places there.  Either way the pointer is an
+ * object's start, freed and measured like any other: no interior pointers. */
+void *sc_aligned_alloc(size_t align, size_t n)
+{
+    if (!align || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (n <= SC_MAX_SMALL && align <= SC_PAGE_SIZE) {
+        for (size_t cls = size_class(n);; cls++)
+            if (sc_class_size[cls] % align == 0)
+                return alloc_small(SC_SPANCLASS(cls, 0));
+    }
+    return alloc_pages(n, align, false, false);
 }
 
 size_t sc_usable_size(const void *p)

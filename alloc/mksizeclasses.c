@@ -4,7 +4,7 @@
  * powers of two; each class takes the fewest whole 8 KiB pages that keep tail waste
  * under 1/8; neighbours that would fit the same count in the same pages merge; each
  * size is then raised to the largest that still fits that count.  The result must be
- * exactly Go's 68 classes (tests/test_alloc.c compares it with shared/data).
+ * exactly Go's 68 classes (tests/test_alloc.c compares it with tests/data/sizeclasses.tsv).
  *
  * Output (stdout), chosen by the one argument:
  *   tables       the class arrays, the size->class lookup table, the magic divisors used

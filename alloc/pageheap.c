@@ -210,21 +210,37 @@ static bool grow(size_t npages)
     return true;
 }
 
-sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
+/* A span of npages for spanclass (class 0: one large object) whose address is a multiple
+ * of align (a power of two; SC_PAGE_SIZE or less: any page), its pages zeroed if zero.
+ * For a larger alignment it takes a run with room to spare and gives back the pages
+ * before and after the aligned part, so the span starts at its object like any other.
+ * The span class is set here, under the lock that sc_heap_sum_counts walks under. */
+sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zero)
 {
+    bool stack = SC_SPANCLASS_STACK(spanclass), large = SC_SPANCLASS_CLASS(spanclass) == 0;
+    size_t spare = align > SC_PAGE_SIZE ? (align >> SC_PAGE_SHIFT) - 1 : 0;
     sc_heap_init();
     pthread_mutex_lock(&sc_heap.lock);
-    sc_span *s = find_run(npages);
-    if (!s && grow(npages))
-        s = find_run(npages);
+    sc_span *s = find_run(npages + spare);
+    if (!s && grow(npages + spare))
+        s = find_run(npages + spare);
     if (!s) {
         pthread_mutex_unlock(&sc_heap.lock);
         return NULL;
     }
     run_unlink(s);
     s->state = large ? SC_SPAN_LARGE : SC_SPAN_SMALL;
+    s->spanclass = (uint8_t)spanclass;
     s->stack = stack;
     size_t first = page_index(s->base);
+    size_t head = spare ? (((s->base + align - 1) & ~(uintptr_t)(align - 1)) - s->base) >> SC_PAGE_SHIFT : 0;
+    if (head) {
+        /* Its right neighbour is s, no longer FREE: the head run merges only leftward. */
+        insert_free_run(first, head, NULL);
+        first += head;
+        s->base += head << SC_PAGE_SHIFT;
+        s->npages -= (uint32_t)head;
+    }
     if (s->npages > npages) {
         size_t rest = s->npages - npages;
         sc_heap.pagemap[first + s->npages - 1] = NOWHERE;
@@ -233,6 +249,8 @@ sc_span *sc_heap_alloc(size_t npages, bool zero, bool stack, bool large)
     }
     if (SC_UNLIKELY(sc_heap.valgrind))     /* pages of freed blocks are no-access to memcheck */
         sc_vg_defined((void *)s->base, npages << SC_PAGE_SHIFT);
+    if (large)                              /* and poisoned to ASan (a small span poisons its own) */
+        sc_asan_unpoison((void *)s->base, npages << SC_PAGE_SHIFT);
     size_t clean = 0;
     s->needzero = false;
     for (size_t i = first; i < first + npages; i++) {
@@ -286,7 +304,7 @@ void sc_heap_free(sc_span *s)
      * life may stay, or a large object on it would pass the free fast path's owner and
      * boundary tests. */
     atomic_store_explicit(&s->owner, 0, memory_order_relaxed);
-    s->mul_limit = 0;
+    __atomic_store_n(&s->mul_limit, 0, __ATOMIC_RELAXED);
     s->free = NULL;
     s->end = 0;
     insert_free_run(first, n, s);
@@ -312,10 +330,11 @@ static void release_dirty_pages(const sc_span *s)
     }
 }
 
-void sc_scavenge(void)
+/* Every free run's resident pages back to the OS (sc_scavenge, after the caches have
+ * given back what they hold). */
+void sc_heap_release_free(void)
 {
     sc_heap_init();
-    sc_trim_all_caches();
     pthread_mutex_lock(&sc_heap.lock);
     for (size_t b = 0; b <= EXACT_RUNS; b++)
         for (sc_span *s = sc_heap.free_runs[b]; s; s = s->next)
@@ -331,17 +350,6 @@ void sc_get_config(struct sc_config *out)
     out->arena_bytes = sc_heap.reserved_pages << SC_PAGE_SHIFT;
     out->grow_bytes = GROW_PAGES << SC_PAGE_SHIFT;
     out->release_method = "MADV_DONTNEED";
-}
-
-void sc_release_pages(void *p, size_t len)
-{
-    static size_t os_page;
-    if (!os_page)
-        os_page = (size_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + os_page - 1) & ~(uintptr_t)(os_page - 1);
-    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(os_page - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /* Objects allocated and freed by span class: the counts of all small spans, and of
@@ -380,3 +388,7 @@ sc_span *sc_span_lookup(const void *p)
         return NULL;
     return sc_heap.pagemap[idx];
 }
+
+/* fork.c */
+void sc_heap_lock(void) { pthread_mutex_lock(&sc_heap.lock); }
+void sc_heap_unlock(void) { pthread_mutex_unlock(&sc_heap.lock); }

@@ -1,5 +1,5 @@
 /* sc-classes: prints the size-class table the library was built with, in the columns of
- * shared/data/sizeclasses.tsv, or (--config) how the library was built. */
+ * tests/data/sizeclasses.tsv, or (--config) how the library was built. */
 #include <stdio.h>
 #include <string.h>
 

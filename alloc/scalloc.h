@@ -8,17 +8,16 @@
  * objects carry no header.
  *
  * sc_malloc is inline so that a compile-time-constant size of 1..80 bytes calls the
- * function specialized for its class directly (Go 1.27's size-specialized malloc);
- * build with SIZE_SPECIALIZED=0 (-DSC_SIZE_SPECIALIZED=0) to take the generic path. */
+ * function specialized for its class directly (Go 1.27's size-specialized malloc); a
+ * library built with make SIZE_SPECIALIZED=0 takes the generic path.  sc_config.h,
+ * generated and installed beside this header, says which: users need no -D. */
 #ifndef SCALLOC_H
 #define SCALLOC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef SC_SIZE_SPECIALIZED
-#define SC_SIZE_SPECIALIZED 1
-#endif
+#include "sc_config.h"
 
 #define SC_NUM_CLASSES 68          /* class 0 stands for "large" */
 #define SC_SPECIALIZED_LIMIT 80
@@ -52,6 +51,9 @@ void *sc_malloc_generic(size_t n);
 void  sc_free(void *p);
 void *sc_calloc(size_t count, size_t n);
 void *sc_realloc(void *p, size_t n);
+/* An object of at least n bytes at a multiple of align (a power of two, else NULL and
+ * EINVAL), freed with sc_free like any other. */
+void *sc_aligned_alloc(size_t align, size_t n);
 size_t sc_usable_size(const void *p);
 size_t sc_roundup(size_t n);
 void *sc_stack_alloc(size_t n);
@@ -65,7 +67,7 @@ void  sc_read_stats(struct sc_stats *out);
 void  sc_get_config(struct sc_config *out);
 
 /* sc_malloc_8 ... sc_malloc_80, one per class of at most 80 bytes, generated from the
- * class table into build/gen/sc_specialized.h (put build/gen on the include path). */
+ * class table into build/gen/sc_specialized.h (installed beside this header). */
 #include "sc_specialized.h"
 /* Indexed by the requested size (0..80), like Go's mallocNoScanTable. */
 extern void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void);

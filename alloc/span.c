@@ -12,11 +12,12 @@
  * little room for more. */
 _Static_assert(sizeof(sc_span) <= 120, "sc_span grew: it costs RSS per object");
 
-void sc_span_init_small(sc_span *s, unsigned spanclass)
+/* The page heap has set spanclass (under its lock, where sc_read_stats looks) and left
+ * nalloc and nfreed zero. */
+void sc_span_init_small(sc_span *s)
 {
-    unsigned cls = SC_SPANCLASS_CLASS(spanclass);
+    unsigned cls = SC_SPANCLASS_CLASS(s->spanclass);
     uint32_t size = sc_class_size[cls];
-    s->spanclass = (uint8_t)spanclass;
     s->elemsize = size;
     uint32_t nelems = (s->npages << SC_PAGE_SHIFT) / size;
     s->limit = (uintptr_t)nelems * size;
@@ -24,11 +25,11 @@ void sc_span_init_small(sc_span *s, unsigned spanclass)
     s->divmul = sc_class_divmul[cls];
     s->base_mul = (uint32_t)s->base * s->divmul;
     s->excess = (uint32_t)((uint64_t)size * s->divmul - ((uint64_t)1 << 32));
-    s->mul_limit = 0;
+    __atomic_store_n(&s->mul_limit, 0, __ATOMIC_RELAXED);
     s->bump = s->base;
-    s->nalloc = s->nfreed = 0;
     s->free = (void *)s->end;
     atomic_store_explicit(&s->thread_free, 0, memory_order_relaxed);
+    sc_asan_poison((void *)s->base, s->npages << SC_PAGE_SHIFT);
     if (sc_heap.valgrind)
         sc_vg_noaccess((void *)s->base, s->npages << SC_PAGE_SHIFT);
 }
@@ -40,10 +41,18 @@ void sc_span_init_small(sc_span *s, unsigned spanclass)
 void *sc_span_bump(sc_span *s)
 {
     void *p = (void *)s->bump;
+    sc_asan_unpoison(p, s->elemsize);
+    /* On a page that held data the word may be an old link into this very span, which a
+     * free from another thread would take for a freed object (internal.h). */
+    if (s->needzero) {
+        if (SC_UNLIKELY(sc_heap.valgrind))
+            sc_vg_defined(p, sizeof(uintptr_t));
+        *(uintptr_t *)p = 0;
+    }
     uintptr_t page_end = ((uintptr_t)p | 4095) + 1;
     uintptr_t next = s->bump + s->elemsize;
+    uint32_t handed = 1;
     s->bump = next;
-    s->mul_limit += s->excess;
     sc_count(&s->nalloc);
     if (next < page_end && next < s->end) {
         uintptr_t last = next;
@@ -52,13 +61,14 @@ void *sc_span_bump(sc_span *s)
         for (uintptr_t o = next; o <= last; o += s->elemsize) {
             if (SC_UNLIKELY(sc_heap.valgrind))
                 sc_vg_defined((void *)o, sizeof(uintptr_t));
-            *(uintptr_t *)o = sc_link_encode(o < last ? (void *)(o + s->elemsize) : (void *)s->end);
+            sc_link_store((void *)o, sc_link_encode(o < last ? (void *)(o + s->elemsize) : (void *)s->end));
         }
         s->free = (void *)next;
-        uint32_t n = (uint32_t)((last - next) / s->elemsize + 1);
+        handed += (uint32_t)((last - next) / s->elemsize + 1);
         s->bump = last + s->elemsize;
-        s->mul_limit += n * s->excess;
     }
+    /* Before p leaves this thread: a free of it from another thread reads the limit. */
+    __atomic_store_n(&s->mul_limit, s->mul_limit + handed * s->excess, __ATOMIC_RELAXED);
     return p;
 }
 
@@ -66,7 +76,7 @@ static uintptr_t link_read(void *p)
 {
     if (SC_UNLIKELY(sc_heap.valgrind))
         sc_vg_defined(p, sizeof(uintptr_t));
-    return *(uintptr_t *)p;
+    return sc_link_load(p);
 }
 
 size_t sc_list_length(const sc_span *s, void *head)
@@ -99,9 +109,11 @@ void *sc_list_concat(const sc_span *s, void *a, void *b)
             break;
         tail = next;
     }
-    *(uintptr_t *)tail = sc_link_encode(b);
+    sc_link_store(tail, sc_link_encode(b));
     return a;
 }
+
+_Atomic uint64_t sc_remote_collected[SC_NSPANCLASS];
 
 /* Counts n collected remote frees: the statistics no longer treat them as pending. */
 void sc_remote_collected_add(unsigned spanclass, size_t n)

@@ -8,11 +8,14 @@
 
 #include "internal.h"
 
+/* One reader at a time: the sums are kept here rather than on a small stack (a
+ * coroutine's). */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
 void sc_read_stats(struct sc_stats *out)
 {
     static uint64_t nalloc[SC_NSPANCLASS], nfreed[SC_NSPANCLASS], nremote[SC_NSPANCLASS];
     struct sc_large_counts cached;
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     sc_heap_init();
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&lock);
@@ -21,6 +24,15 @@ void sc_read_stats(struct sc_stats *out)
     sc_cache_sum(nremote, &cached);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] -= atomic_load_explicit(&sc_remote_collected[sc], memory_order_relaxed);
+#if SC_ASAN
+    /* Freed by the program, held back by the quarantine: freed here too. */
+    struct sc_large_counts held_large;
+    sc_quarantine_counts(nalloc, &held_large);
+    for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
+        nremote[sc] += nalloc[sc];
+    cached.frees += held_large.frees;
+    cached.free_bytes += held_large.free_bytes;
+#endif
     sc_heap_sum_counts(nalloc, nfreed);
     for (unsigned cls = 1; cls < SC_NCLASS; cls++) {
         unsigned sc = SC_SPANCLASS(cls, 0);
@@ -50,3 +62,7 @@ void sc_read_stats(struct sc_stats *out)
     out->heap_sys = (uint64_t)sc_heap.grown_pages << SC_PAGE_SHIFT;
     pthread_mutex_unlock(&sc_heap.lock);
 }
+
+/* fork.c */
+void sc_stats_lock(void) { pthread_mutex_lock(&lock); }
+void sc_stats_unlock(void) { pthread_mutex_unlock(&lock); }

@@ -9,8 +9,9 @@
  *
  * resume and yield are inline in coro.h; coro_resume_call and coro_yield_call here are
  * the same protocol for the builds that cannot inline the switch (ASan, ucontext).
- * Sanitizers are told about every switch (ASan's fiber API), and valgrind about every
- * stack, so neither reports the stack changes as errors. */
+ * Sanitizers are told about every switch (ASan's and TSan's fiber APIs), and valgrind
+ * about every stack, so none of them reports the stack changes as errors; to TSan each
+ * coroutine is a fiber, and a switch orders what ran before it before what runs after. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,6 +35,17 @@
 #endif
 #if CORO_ASAN
 #include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CORO_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define CORO_TSAN 1
+#endif
+#if CORO_TSAN
+#include <sanitizer/tsan_interface.h>
 #endif
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -74,6 +86,10 @@ struct coro {
     const void *caller_stack_bottom;
     size_t caller_stack_size;
 #endif
+#if CORO_TSAN
+    void *tsan_fiber;
+    void *tsan_resumer;        /* the resumer's fiber while the coroutine runs */
+#endif
 #if CORO_VALGRIND
     unsigned vg_stack;
 #endif
@@ -95,7 +111,10 @@ struct counters {
     bool registered;
 };
 
-__thread coro *coro_running;
+/* What coro_running points to on a thread's own stack (coro.h). */
+static uint64_t not_a_canary;
+static struct coro thread_stack = { .canary = &not_a_canary };
+__thread coro *coro_running = &thread_stack;
 static __thread struct counters counters;
 /* The heap's real size for the stack size last asked (sc_roundup), per thread. */
 static __thread size_t rounded_for, rounded;
@@ -193,7 +212,7 @@ const char *coro_switch_kind(void)
 #endif
 }
 
-coro *coro_current(void) { return coro_running; }
+coro *coro_current(void) { return coro_running == &thread_stack ? NULL : coro_running; }
 uint64_t coro_id(const coro *c) { return c->id; }
 
 static size_t os_page(void)
@@ -272,6 +291,7 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     uintptr_t hi = ((uintptr_t)mem + mem_size - sizeof(coro)) & ~(uintptr_t)63;
     coro *c = (coro *)hi;
     c->canary = (uint64_t *)lo;
+    c->resumer = NULL;             /* suspended; the memory may hold a finished one's mark */
     c->fn = fn;
     c->arg = arg;
     c->mem = mem;
@@ -281,6 +301,9 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     if (__builtin_expect(flags & CORO_PAINTED, 0))
         memset((void *)stack_lo, PAINT_BYTE, hi - stack_lo);
     coro_ctx_init(&c->ctx, (void *)stack_lo, hi - stack_lo, c);
+#if CORO_TSAN
+    c->tsan_fiber = __tsan_create_fiber(0);
+#endif
 #if CORO_VALGRIND
     if (under_valgrind()) {
         flags |= CORO_VALGRIND_STACK;
@@ -297,11 +320,42 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     return c;
 }
 
+/* Aborts naming the mistake: "coro: <call> of coroutine <id>, <why>". */
+static void misuse(const char *call, const coro *c, const char *why) __attribute__((noreturn));
+static void misuse(const char *call, const coro *c, const char *why)
+{
+    fprintf(stderr, "coro: %s of coroutine %llu, %s\n", call, (unsigned long long)c->id, why);
+    abort();
+}
+
 void coro_overflowed(const coro *c)
 {
+    if (c == &thread_stack) {
+        fprintf(stderr, "coro: coro_yield outside a coroutine (on a thread's own stack)\n");
+        abort();
+    }
     fprintf(stderr, "coro: stack overflow in coroutine %llu (stack of %zu bytes): raise coro_stack_size\n",
             (unsigned long long)c->id, c->mem_size);
     abort();
+}
+
+/* c is running or waits in a resume of another: it is up the running one's chain. */
+static bool is_running(const coro *c)
+{
+    for (const coro *r = coro_running; r != &thread_stack; r = r->resumer)
+        if (r == c)
+            return true;
+    return false;
+}
+
+/* A coroutine to be resumed that is not suspended (CORO_CHECKS). */
+void coro_misresumed(const coro *c)
+{
+    if (c->resumer == CORO_FINISHED)
+        misuse("coro_resume", c, "which has finished (and was freed)");
+    if (c == coro_running)
+        misuse("coro_resume", c, "by itself");
+    misuse("coro_resume", c, "which is running (it resumed this one, directly or not)");
 }
 
 static void check_canary(const coro *c)
@@ -323,6 +377,9 @@ static void measure_depth(const coro *c)
 
 static void release(coro *c)
 {
+#if CORO_TSAN
+    __tsan_destroy_fiber(c->tsan_fiber);
+#endif
     bump(&counters.live, -1);
     bump(&counters.stack_bytes, -(int64_t)c->mem_size);
     if (__builtin_expect(!c->flags, 1)) {
@@ -356,10 +413,14 @@ void coro_main(coro *c, void *value)
     c = coro_running;          /* the same coroutine; reloading spares a saved register */
     check_canary(c);
     coro_running = c->resumer;
+    c->resumer = CORO_FINISHED;
     if (c->io)
         *c->io = result;
 #if CORO_ASAN
     __sanitizer_start_switch_fiber(NULL, c->caller_stack_bottom, c->caller_stack_size);
+#endif
+#if CORO_TSAN
+    __tsan_switch_to_fiber(c->tsan_resumer, 0);
 #endif
     coro_ctx_jump(&c->caller, c);
 }
@@ -368,12 +429,20 @@ void coro_finished(coro *c) { release(c); }
 
 bool coro_resume_call(coro *c, void **io)
 {
+#if CORO_CHECKS
+    if (__builtin_expect(c->resumer != NULL, 0))
+        coro_misresumed(c);
+#endif
     c->resumer = coro_running;
     c->io = io;
     coro_running = c;
 #if CORO_ASAN
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, c->canary, (size_t)((char *)c - (char *)c->canary));
+#endif
+#if CORO_TSAN
+    c->tsan_resumer = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(c->tsan_fiber, 0);
 #endif
     coro *finished = coro_ctx_switch(&c->caller, &c->ctx, io ? *io : NULL);
 #if CORO_ASAN
@@ -391,10 +460,16 @@ void *coro_yield_call(void *value)
     coro *c = coro_running;
     check_canary(c);
     coro_running = c->resumer;
+#if CORO_CHECKS
+    c->resumer = NULL;
+#endif
     if (c->io)
         *c->io = value;
 #if CORO_ASAN
     __sanitizer_start_switch_fiber(&c->fake_stack, c->caller_stack_bottom, c->caller_stack_size);
+#endif
+#if CORO_TSAN
+    __tsan_switch_to_fiber(c->tsan_resumer, 0);
 #endif
     void *in = coro_ctx_switch(&c->ctx, &c->caller, NULL);
 #if CORO_ASAN
@@ -405,7 +480,9 @@ void *coro_yield_call(void *value)
 
 void coro_destroy(coro *c)
 {
-    if (c == coro_running)
-        abort();
+    if (c->resumer == CORO_FINISHED)
+        misuse("coro_destroy", c, "which has finished (and was freed)");
+    if (is_running(c))
+        misuse("coro_destroy", c, "which is running");
     release(c);
 }

@@ -18,6 +18,11 @@ typedef void *(*coro_fn)(void *arg);
 #define CORO_DEFAULT_STACK (32u << 10)
 #define CORO_MIN_STACK (8u << 10)
 
+/* Misuse aborts with a message that names it: yielding outside a coroutine, destroying
+ * one that is running or has finished, and - where CORO_CHECKS is on, see below -
+ * resuming one that has finished (until its memory is reused; under ASan, until the
+ * quarantine lets it go) or that is running (itself, or one up its chain of resumers). */
+
 /* Creates a suspended coroutine that will run fn(arg) on a stack of stack_size bytes
  * (0: the default).  NULL if out of memory. */
 coro *coro_create(coro_fn fn, void *arg, size_t stack_size);
@@ -64,13 +69,13 @@ const char *coro_switch_kind(void);
  * the caller's code: the switch itself ends in a jump, and a resume that were a
  * function of its own would end in a ret whose return-stack prediction the switch
  * left stale - a mispredicted return on every round trip (measured: 4.3 ns of 13).
- * Under ASan (fiber hooks around every switch) and in the ucontext build they call the
- * out-of-line versions.  This header must be compiled with the library's CORO_UCONTEXT
- * setting, as the Makefile does. */
-#if defined(__SANITIZE_ADDRESS__)
+ * Under ASan and TSan (fiber hooks around every switch) and in the ucontext build they
+ * call the out-of-line versions.  This header must be compiled with the library's
+ * CORO_UCONTEXT setting, as the Makefile does. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define CORO_INLINE_SWITCH 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define CORO_INLINE_SWITCH 0
 #endif
 #endif
@@ -82,28 +87,46 @@ const char *coro_switch_kind(void);
 #endif
 #endif
 
+/* Whether coro_resume checks that the coroutine is suspended.  In the inline switch that
+ * costs 4 instructions per round trip (72 to 76 in bench_coro): off there unless built
+ * with make CORO_CHECKS=1 (-DCORO_CHECKS=1); on where resume is out of line anyway
+ * (ucontext, ASan, TSan). */
+#ifndef CORO_CHECKS
+#define CORO_CHECKS (!CORO_INLINE_SWITCH)
+#endif
+
 #define CORO_CANARY 0xC0A0C0DEDEADBEEFull
 
 /* The leading fields of struct coro (coro.c checks the layout). */
 struct coro_head {
     void *sp;                  /* the coroutine's stack pointer while it is suspended */
     void *caller_sp;           /* its resumer's while it runs */
-    coro *resumer;
+    coro *resumer;             /* while it runs; CORO_FINISHED after; with CORO_CHECKS,
+                                  NULL while suspended */
     uint64_t *canary;          /* the lowest word of its stack */
     void **io;                 /* the running coro_resume's value slot */
 };
 
+#define CORO_FINISHED ((coro *)1)
+
+/* Never NULL: on a thread's own stack it is a stand-in whose canary never matches, so
+ * the check every yield makes anyway also catches a yield outside a coroutine. */
 extern __thread coro *coro_running;
 bool coro_resume_call(coro *c, void **io);
 void *coro_yield_call(void *value);
 void coro_finished(coro *c);                            /* frees a coroutine that returned */
 void coro_overflowed(const coro *c) __attribute__((noreturn));
+void coro_misresumed(const coro *c) __attribute__((noreturn));
 void *coro_switch(void **save_sp, void *load_sp, void *value);
 
 static inline bool coro_resume(coro *c, void **io)
 {
 #if CORO_INLINE_SWITCH
     struct coro_head *h = (struct coro_head *)c;
+#if CORO_CHECKS
+    if (__builtin_expect(h->resumer != NULL, 0))
+        coro_misresumed(c);
+#endif
     h->resumer = coro_running;
     h->io = io;
     coro_running = c;
@@ -127,6 +150,9 @@ static inline void *coro_yield(void *value)
     if (__builtin_expect(*h->canary != CORO_CANARY, 0))
         coro_overflowed((coro *)h);
     coro_running = h->resumer;
+#if CORO_CHECKS
+    h->resumer = NULL;
+#endif
     if (h->io)
         *h->io = value;
     return coro_switch(&h->sp, h->caller_sp, NULL);

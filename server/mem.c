@@ -1,7 +1,15 @@
-/* Routes every library's allocations to the size-class heap: OpenSSL
+/* Routes the libraries' allocations to the size-class heap: OpenSSL
  * (CRYPTO_set_mem_functions, which must run before any other OpenSSL call) and libev
  * (ev_set_allocator); nghttp2 gets its own per session (proto/h2.c).  The daemon's
- * memory is then one heap, measured by one set of stats. */
+ * memory is then one heap, measured by one set of stats.
+ *
+ * The daemon also exports malloc and the rest of the family from the heap
+ * (alloc/export.c), which catches every other caller (libc itself), and would catch
+ * these too; the hooks stay because nghttp2's gives each connection its session's frame
+ * buffer (released while parked), because they reach sc_malloc's size-specialized and
+ * 24-byte classes directly, and because sanitizer builds do not export malloc (the
+ * sanitizers' own allocating interceptors would meet a foreign free), so there they are
+ * what puts the libraries' objects under ASan's poisoning in the heap. */
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <stdio.h>

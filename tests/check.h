@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int check_failed_now, check_failures;
 
@@ -47,8 +49,49 @@ static const char *check_current = "";
 
 #define CHECK_DONE() return check_failures ? 1 : 0
 
-#include <sys/wait.h>
-#include <unistd.h>
+/* The sanitizer a test program was built with (make SAN=1, TSAN=1): a few checks measure
+ * what a sanitizer changes (RSS, which counts its shadow memory; immediate reuse, which
+ * ASan's quarantine delays) or cannot run under it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CHECK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHECK_ASAN 1
+#endif
+#endif
+#ifndef CHECK_ASAN
+#define CHECK_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define CHECK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHECK_TSAN 1
+#endif
+#endif
+#ifndef CHECK_TSAN
+#define CHECK_TSAN 0
+#endif
+
+/* Resident memory of the process, in bytes. */
+static inline long check_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Under valgrind (SC_TEST_UNDER_VALGRIND set) or a sanitizer, RSS also counts their
+ * shadow memory, which stays: RSS bounds are checked in plain builds only. */
+static inline int check_rss_is_the_heaps(void)
+{
+    return !getenv("SC_TEST_UNDER_VALGRIND") && !CHECK_ASAN && !CHECK_TSAN;
+}
 
 /* Runs fn in a child process with its stderr captured into out; returns the signal that
  * ended the child (0 if it exited), or -1 if it could not be started. */

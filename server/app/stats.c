@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -42,6 +43,14 @@ uint64_t rss_bytes(void)
     if (read_proc("/proc/self/statm", text, sizeof text) <= 0 || sscanf(text, "%llu %llu", &size, &resident) != 2)
         return 0;
     return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* What glibc's own allocator holds: zero when the daemon exports the malloc family from
+ * the heap, as it does outside sanitizer builds (alloc/export.c). */
+static uint64_t libc_heap_bytes(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.arena + mi.hblkhd;
 }
 
 static double cpu_seconds(void)
@@ -90,6 +99,7 @@ static size_t collect(struct figure *f, struct worker_counters *n, struct sc_sta
     f[k++] = (struct figure){ "heap_sys_bytes", st->heap_sys, false, false };
     f[k++] = (struct figure){ "heap_released_bytes", st->heap_released, false, false };
     f[k++] = (struct figure){ "rss_bytes", rss_bytes(), false, false };
+    f[k++] = (struct figure){ "libc_heap_bytes", libc_heap_bytes(), false, false };
     f[k++] = (struct figure){ "parking", cfg.parking, true, false };
     f[k++] = (struct figure){ "conns_total", n->conns_total, false, true };
     f[k++] = (struct figure){ "streams_total", n->streams_total, false, true };
@@ -200,6 +210,8 @@ static void metrics(struct request *r)
     metric(&b, "h2park_heap_inuse_bytes", "gauge", "Bytes in heap spans holding objects.", (double)st.heap_inuse);
     metric(&b, "h2park_heap_sys_bytes", "gauge", "Address space the heap has taken into use.", (double)st.heap_sys);
     metric(&b, "h2park_heap_released_bytes", "gauge", "Idle heap pages given back to the OS.", (double)st.heap_released);
+    metric(&b, "h2park_libc_heap_bytes", "gauge", "Bytes glibc's own allocator holds (0: everything is on the heap).",
+           (double)libc_heap_bytes());
     metric(&b, "h2park_parking_enabled", "gauge", "1 if idle serve loops park (http2serveparking).", cfg.parking);
     metric(&b, "h2park_workers", "gauge", "Worker threads.", (double)nworkers);
     family(&b, "h2park_build_info", "gauge", "How this h2park was built; the value is always 1.");

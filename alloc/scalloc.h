@@ -39,6 +39,17 @@ struct sc_stats {
     struct sc_class_stats by_class[SC_NUM_CLASSES];
 };
 
+/* Resident memory by span class (sc_read_residency): spans, their bytes, how many of
+ * those are resident, and live objects (by the owners' counts; remote frees not yet
+ * collected count as live). */
+struct sc_class_residency {
+    uint64_t spans, bytes, resident, objects;
+};
+struct sc_residency {
+    struct sc_class_residency by_class[SC_NUM_CLASSES];   /* [0]: objects above 32 KiB */
+    struct sc_class_residency stacks;                      /* coroutine stacks, all sizes */
+};
+
 struct sc_config {
     int size_specialized;          /* how this library was built */
     size_t page_size;
@@ -64,6 +75,8 @@ void  sc_scavenge(void);
  * a buffer whose contents are dead for a while.  Those bytes read as zero afterwards. */
 void  sc_release_pages(void *p, size_t len);
 void  sc_read_stats(struct sc_stats *out);
+/* Walks every span and asks the kernel which pages are resident: for analysis. */
+void  sc_read_residency(struct sc_residency *out);
 void  sc_get_config(struct sc_config *out);
 
 /* sc_malloc_8 ... sc_malloc_80, one per class of at most 80 bytes, generated from the

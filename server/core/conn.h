@@ -168,6 +168,14 @@ void requests_cancel_all(struct conn *c);   /* request.c: the connection is goin
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
 static inline size_t conn_out_pending(const struct conn *c) { return c->out.len - c->out_off; }
+/* Room for n more output bytes.  The buffer is freed whenever it empties (an idle
+ * connection holds none), so a step's first bytes take CONN_OUT_FIRST at once rather than
+ * growing it - and copying it - frame by frame. */
+#define CONN_OUT_FIRST (16u << 10)
+static inline int conn_out_reserve(struct conn *c, size_t n)
+{
+    return buf_reserve(&c->out, c->out.cap || n >= CONN_OUT_FIRST ? n : CONN_OUT_FIRST);
+}
 
 /* serve.c */
 void *serve_main(void *arg);

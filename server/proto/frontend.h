@@ -34,6 +34,14 @@ struct request_ops {
 };
 
 enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DONE };
+
+/* The fields the server itself reads, found once as they are added (request.c), so that
+ * asking for one costs an array index rather than a scan of every field. */
+enum known_field {
+    KF_METHOD, KF_PATH, KF_AUTHORITY, KF_HOST, KF_CONTENT_LENGTH, KF_ACCEPT_ENCODING, KF_IF_MATCH,
+    KF_IF_NONE_MATCH, KF_IF_MODIFIED_SINCE, KF_IF_UNMODIFIED_SINCE, KF_RANGE, KF_IF_RANGE, KF_USER_AGENT,
+    KF_REFERER, KF_UPGRADE, KF_CONNECTION, KF_HTTP2_SETTINGS, KF_COUNT
+};
 enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
 
 struct request {
@@ -51,6 +59,7 @@ struct request {
     bool responded, out_eof, sent_all;    /* head submitted; body ended; all of it sent */
     /* The head: name\0value\0 pairs, pseudo-headers first. */
     struct buf hdr;
+    uint32_t known[KF_COUNT];             /* where a known field's value starts in hdr, + 1; 0: absent */
     const char *method, *target, *authority;
     uint32_t nfields, header_bytes;
     int64_t content_length;

@@ -543,6 +543,8 @@ static int write_head(struct conn *c, struct h1_request *r)
 {
     struct h1_conn *h = H(c);
     struct request *q = &r->r;
+    if (conn_out_reserve(c, q->resp.len + 256))
+        return -1;
     bool http10 = h->parser.http_major == 1 && h->parser.http_minor == 0;
     /* Expect: 100-continue, answered before the body was asked for: a success invites
      * the body after all (the handler means to read it); anything else may never see it

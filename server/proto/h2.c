@@ -168,22 +168,40 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
     return NGHTTP2_ERR_DEFERRED;
 }
 
+/* Response fields whose values are new with nearly every response (a date, a file's
+ * validators, a length, a redirect) are sent without indexing (RFC 7541 section 6.2.2):
+ * entered in the HPACK table they would only push out the ones that repeat - server,
+ * content-type, accept-ranges - and each entry is memory the connection keeps while it
+ * is parked. */
+static bool unique_value(const char *name, size_t len)
+{
+    switch (len) {
+    case 4: return !memcmp(name, "date", 4) || !memcmp(name, "etag", 4);
+    case 8: return !memcmp(name, "location", 8);
+    case 13: return !memcmp(name, "last-modified", 13) || !memcmp(name, "content-range", 13);
+    default: return false;
+    }
+}
+
 static int stream_respond(struct request *r)
 {
     struct h2_stream *s = S(r);
-    char status[8], length[24];
-    snprintf(status, sizeof status, "%03d", r->status % 1000);
+    char status[4], length[24];
+    int code = r->status % 1000;
+    status[0] = (char)('0' + code / 100), status[1] = (char)('0' + code / 10 % 10), status[2] = (char)('0' + code % 10);
     nghttp2_nv nv[MAX_RESPONSE_HEADERS + 2];
     size_t n = 0;
     nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE };
     for (size_t off = 0; off < r->resp.len && n < MAX_RESPONSE_HEADERS + 1;) {
-        char *name = r->resp.data + off, *value = name + strlen(name) + 1;
-        off = (size_t)(value - r->resp.data) + strlen(value) + 1;
-        nv[n++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, strlen(name), strlen(value), NGHTTP2_NV_FLAG_NONE };
+        char *name = r->resp.data + off;
+        size_t nl = strlen(name), vl = strlen(name + nl + 1);
+        off += nl + vl + 2;
+        nv[n++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)name + nl + 1, nl, vl,
+                                unique_value(name, nl) ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE };
     }
     if (r->out_length >= 0 && r->status != 304 && r->status != 204) {
-        snprintf(length, sizeof length, "%lld", (long long)r->out_length);
-        nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)length, 14, strlen(length), NGHTTP2_NV_FLAG_NONE };
+        size_t ll = u64_dec(length, (uint64_t)r->out_length);
+        nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)length, 14, ll, NGHTTP2_NV_FLAG_NO_INDEX };
     }
     nghttp2_data_provider provider = { .source.ptr = s, .read_callback = data_source_read };
     return nghttp2_submit_response(H(r->c)->session, s->id, nv, n, r->out_eof ? NULL : &provider) ? -1 : 0;
@@ -243,8 +261,10 @@ static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len
     struct conn *c = user_data;
     if (conn_out_pending(c) >= OUT_HIGH)
         return NGHTTP2_ERR_WOULDBLOCK;
-    if (buf_append(&c->out, data, length))
+    if (conn_out_reserve(c, length))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
+    memcpy(c->out.data + c->out.len, data, length);
+    c->out.len += length;
     return (ssize_t)length;
 }
 
@@ -262,7 +282,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     size_t room = 9 + length + pad;
     if (c->out.cap == 0 && length >= BIG_FRAME)
         room += OUT_HIGH;
-    if (buf_reserve(&c->out, room))
+    if (conn_out_reserve(c, room))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     char *p = c->out.data + c->out.len;
     memcpy(p, framehd, 9);
@@ -712,19 +732,13 @@ int h2_start_upgraded(struct conn *c, const uint8_t *settings, size_t len, struc
     struct h2_stream *s = stream_new(c, 1);
     if (!s)
         return -1;
-    s->r.hdr = *head;
-    *head = (struct buf){ 0 };
-    for (size_t off = 0; off < s->r.hdr.len; s->r.nfields++) {
-        const char *n = s->r.hdr.data + off, *v = n + strlen(n) + 1;
-        off = (size_t)(v - s->r.hdr.data) + strlen(v) + 1;
+    for (size_t off = 0; off < head->len;) {
+        const char *n = head->data + off, *v = n + strlen(n) + 1;
+        off = (size_t)(v - head->data) + strlen(v) + 1;
+        request_add_header(&s->r, n, strlen(n), v, strlen(v));
     }
-    bool head_request = false;
-    for (size_t off = 0; off < s->r.hdr.len;) {
-        const char *n = s->r.hdr.data + off, *v = n + strlen(n) + 1;
-        if (!strcmp(n, ":method"))
-            head_request = !strcmp(v, "HEAD");
-        off = (size_t)(v - s->r.hdr.data) + strlen(v) + 1;
-    }
+    const char *method = req_header(&s->r, ":method");
+    bool head_request = method && !strcmp(method, "HEAD");
     if (nghttp2_session_upgrade2(h->session, settings, len, head_request, s)) {
         request_closed(&s->r);
         nghttp2_session_terminate_session(h->session, NGHTTP2_PROTOCOL_ERROR);

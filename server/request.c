@@ -120,10 +120,8 @@ static void release(struct request *r)
     /* Unconditionally: a timer that expired but has not run yet is pending, not active,
      * and would run on freed memory. */
     ev_timer_stop(c->w->loop, &r->timer);
-    if (r->release)
-        r->release(r->release_arg);
-    else if (r->file_fd >= 0)
-        close(r->file_fd);
+    if (r->src.release)
+        r->src.release(r->src.arg);
     buf_free(&r->hdr);
     buf_free(&r->resp);
     buf_free(&r->body);
@@ -389,15 +387,14 @@ int req_respond(struct request *r, int status, const struct header *h, size_t n,
     return respond(r, status, h, n, length);
 }
 
-int req_respond_file(struct request *r, int status, const struct header *h, size_t n, int fd, const void *mem,
-                     int64_t off, int64_t len, void (*release_fn)(void *), void *arg)
+int req_respond_file(struct request *r, int status, const struct header *h, size_t n, const struct body_source *src,
+                     int64_t off, int64_t len)
 {
-    r->file_fd = fd;
-    r->file_mem = mem;
+    r->src = *src;
+    r->file_fd = src->fd;
+    r->file_mem = src->mem;
     r->file_off = off;
     r->file_left = req_is_head(r) ? 0 : len;
-    r->release = release_fn;
-    r->release_arg = arg;
     return respond(r, status, h, n, len);
 }
 
@@ -490,6 +487,24 @@ int request_out_take(struct request *r, char *dst, size_t n)
 }
 
 bool request_out_finished(const struct request *r) { return r->out_eof && request_out_avail(r) == 0; }
+
+bool request_out_file(struct request *r, uint64_t max, struct conn *c)
+{
+    if (r->file_fd < 0 || r->file_mem || r->file_left <= 0 || !r->src.hold)
+        return false;
+    uint64_t n = (uint64_t)r->file_left < max ? (uint64_t)r->file_left : max;
+    r->src.hold(r->src.arg);
+    c->file_out.fd = r->file_fd;
+    c->file_out.off = r->file_off;
+    c->file_out.left = n;
+    c->file_out.release = r->src.release;
+    c->file_out.arg = r->src.arg;
+    r->bytes_sent += n;
+    r->file_off += (int64_t)n;
+    r->file_left -= (int64_t)n;
+    r->out_progress = ev_now(r->c->w->loop);
+    return true;
+}
 
 void request_sent_all(struct request *r) { r->sent_all = true; }
 

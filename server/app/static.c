@@ -80,6 +80,8 @@ static void open_file_evict(struct open_file *f)
         open_file_free(f);
 }
 
+static void open_file_hold(void *arg) { ((struct open_file *)arg)->refs++; }
+
 static void open_file_release(void *arg)
 {
     struct open_file *f = arg;
@@ -413,8 +415,8 @@ void static_serve(struct request *r)
         h[n++] = (struct header){ "content-range", content_range };
     }
     f->refs++;
-    req_respond_file(r, ranged > 0 ? 206 : 200, h, n, f->fd, f->content, first, last - first + 1,
-                     open_file_release, f);
+    struct body_source src = { f->fd, f->content, open_file_hold, open_file_release, f };
+    req_respond_file(r, ranged > 0 ? 206 : 200, h, n, &src, first, last - first + 1);
 }
 
 int static_init(char *err, size_t errlen)

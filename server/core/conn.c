@@ -15,6 +15,8 @@
 #include <openssl/err.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/conn.h"
@@ -234,7 +236,9 @@ int conn_flush(struct conn *c)
             }
             n = r;
         } else {
-            n = write(c->fd, c->out.data + c->out_off, left);
+            /* Bytes a file range follows are held for it (MSG_MORE): a frame header and
+             * its payload leave in one segment, not a 9-byte packet and then the rest. */
+            n = send(c->fd, c->out.data + c->out_off, left, MSG_NOSIGNAL | (c->file_out.left ? MSG_MORE : 0));
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -250,6 +254,23 @@ int conn_flush(struct conn *c)
     }
     buf_free(&c->out);
     c->out_off = 0;
+    while (c->file_out.left) {
+        size_t chunk = c->file_out.left < (1u << 30) ? (size_t)c->file_out.left : 1u << 30;
+        ssize_t n = sendfile(c->fd, c->file_out.fd, &c->file_out.off, chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            goto blocked;
+        if (n <= 0) {
+            log_msg(LOG_WARN, "%s: a file being sent ended early or failed: %s", conn_peer(c), n ? strerror(errno) : "EOF");
+            return -1;
+        }
+        c->file_out.left -= (uint64_t)n;
+        c->last_io = ev_now(c->w->loop);
+        counter_add(&c->w->n.bytes_out, n);
+        if (!c->file_out.left)
+            conn_file_out_done(c);
+    }
     c->write_blocked_since = 0;
     return 0;
 blocked:
@@ -258,10 +279,19 @@ blocked:
     return 1;
 }
 
+void conn_file_out_done(struct conn *c)
+{
+    c->file_out.left = 0;
+    if (c->file_out.release)
+        c->file_out.release(c->file_out.arg);
+    c->file_out.release = NULL;
+}
+
 /* Called from the serve coroutine; the caller returns SERVE_CLOSED right after. */
 void conn_close(struct conn *c)
 {
     struct worker *w = c->w;
+    conn_file_out_done(c);
     requests_cancel_all(c);
     worker_forget_ready(w, c);
     if (c->proto && c->proto->destroy)

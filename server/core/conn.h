@@ -122,6 +122,16 @@ struct conn {
     struct conn *ready_next;       /* in w->ready while ready is set */
     struct buf out;                /* bytes for the socket; freed whenever it empties */
     size_t out_off;
+    /* A file range that follows out on the socket (cleartext only): sent with sendfile,
+     * from the page cache, never copied through the process.  The protocol keeps fd open
+     * until the range is gone (left == 0). */
+    struct {
+        int fd;
+        int64_t off;
+        uint64_t left;
+        void (*release)(void *arg);   /* the reference that keeps fd open, dropped when done */
+        void *arg;
+    } file_out;
     struct buf in;                 /* input a protocol keeps for later (detection, HTTP/1.1) */
     ev_io io;
     ev_timer timer;
@@ -156,6 +166,7 @@ void conn_arm_timer(struct conn *c);
 void conn_watch(struct conn *c, bool read, bool write);
 ssize_t conn_read(struct conn *c, void *buf, size_t len);
 int conn_flush(struct conn *c);
+void conn_file_out_done(struct conn *c);
 void conn_close(struct conn *c);
 void conn_force_close(struct conn *c);
 void conn_abort_stalled(struct conn *c);
@@ -167,7 +178,7 @@ void conn_run_handlers(struct conn *c);     /* request.c: runs the runnable hand
 void requests_cancel_all(struct conn *c);   /* request.c: the connection is going */
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
-static inline size_t conn_out_pending(const struct conn *c) { return c->out.len - c->out_off; }
+static inline size_t conn_out_pending(const struct conn *c) { return c->out.len - c->out_off + c->file_out.left; }
 /* Room for n more output bytes.  The buffer is freed whenever it empties (an idle
  * connection holds none), so a step's first bytes take CONN_OUT_FIRST at once rather than
  * growing it - and copying it - frame by frame. */

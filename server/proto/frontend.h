@@ -75,8 +75,7 @@ struct request {
     int file_fd;                          /* a file body, or -1 */
     const char *file_mem;                 /* ... read from this copy instead */
     int64_t file_off, file_left;
-    void (*release)(void *);              /* called once file_fd/file_mem are done with */
-    void *release_arg;
+    struct body_source src;               /* its owner's reference (src.release, if any) */
     uint64_t bytes_sent;
     ev_timer timer;                       /* the nearest of wake_at and the deadlines */
     ev_tstamp wake_at;                    /* when req_sleep ends, or 0 */
@@ -102,6 +101,10 @@ void request_closed(struct request *r);
 size_t request_out_avail(const struct request *r);
 int request_out_take(struct request *r, char *dst, size_t n);
 bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
+/* Takes up to max bytes of a body that is a file on disk (not a copy in memory) as a
+ * range for sendfile, with a reference on the file of its own (dropped by
+ * conn_file_out_done): false if the body is no such thing. */
+bool request_out_file(struct request *r, uint64_t max, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
 void request_arm_timer(struct request *r);
 

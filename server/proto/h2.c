@@ -259,8 +259,8 @@ static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len
 {
     (void)session, (void)flags;
     struct conn *c = user_data;
-    if (conn_out_pending(c) >= OUT_HIGH)
-        return NGHTTP2_ERR_WOULDBLOCK;
+    if (conn_out_pending(c) >= OUT_HIGH || c->file_out.left)
+        return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
     if (conn_out_reserve(c, length))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     memcpy(c->out.data + c->out.len, data, length);
@@ -274,9 +274,19 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     (void)session;
     struct conn *c = user_data;
     struct h2_stream *s = source->ptr;
-    if (conn_out_pending(c) >= OUT_HIGH)
-        return NGHTTP2_ERR_WOULDBLOCK;
+    if (conn_out_pending(c) >= OUT_HIGH || c->file_out.left)
+        return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
     size_t pad = frame->data.padlen;
+    /* Cleartext, from a file: the frame header here, the payload by sendfile after it. */
+    if (!c->ssl && !pad) {
+        if (conn_out_reserve(c, 9))
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        memcpy(c->out.data + c->out.len, framehd, 9);
+        if (request_out_file(&s->r, length, c)) {
+            c->out.len += 9;
+            return 0;
+        }
+    }
     /* A large body fills the buffer up to OUT_HIGH before each write: take that room at
      * once rather than growing (and copying) the buffer frame by frame. */
     size_t room = 9 + length + pad;

@@ -544,6 +544,22 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     return 0;
 }
 
+/* Over TLS a DATA frame's header and payload together fill one 16 KiB TLS record (the
+ * largest there is), rather than a full record and a 9-byte one: a full-size frame would
+ * be 16393 bytes. */
+static ssize_t data_length(nghttp2_session *session, uint8_t frame_type, int32_t stream_id, int32_t session_window,
+                           int32_t stream_window, uint32_t max_frame, void *user_data)
+{
+    (void)session, (void)frame_type, (void)stream_id;
+    const struct conn *c = user_data;
+    ssize_t n = c->ssl && max_frame >= 16384 ? 16384 - 9 : (ssize_t)max_frame;
+    if (n > session_window)
+        n = session_window;
+    if (n > stream_window)
+        n = stream_window;
+    return n;
+}
+
 static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len, void *user_data)
 {
     (void)session, (void)lib_error_code;
@@ -564,6 +580,7 @@ static void init_once(void)
     nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
     nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(callbacks, data_length);
     nghttp2_option_new(&options);
     nghttp2_option_set_no_auto_window_update(options, 1);
     /* Closed streams are not kept for the priority tree: their memory goes at once. */

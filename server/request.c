@@ -250,8 +250,8 @@ void request_closed(struct request *r)
         return;
     if (r->responded && request_log_hook)
         request_log_hook(r);
-    if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0)
-        c->idle_since = ev_now(c->w->loop);
+    if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0 && !c->head_due)
+        c->since = ev_now(c->w->loop);
     if (r->state == REQ_HANDLING) {
         set_state(r, REQ_ORPHANED);
         make_runnable(r);           /* its next call fails, and it returns */
@@ -493,12 +493,9 @@ bool request_out_file(struct request *r, uint64_t max, struct conn *c)
     if (r->file_fd < 0 || r->file_mem || r->file_left <= 0 || !r->src.hold)
         return false;
     uint64_t n = (uint64_t)r->file_left < max ? (uint64_t)r->file_left : max;
+    if (conn_file_out(c, r->file_fd, r->file_off, n, r->src.release, r->src.arg))
+        return false;
     r->src.hold(r->src.arg);
-    c->file_out.fd = r->file_fd;
-    c->file_out.off = r->file_off;
-    c->file_out.left = n;
-    c->file_out.release = r->src.release;
-    c->file_out.arg = r->src.arg;
     r->bytes_sent += n;
     r->file_off += (int64_t)n;
     r->file_left -= (int64_t)n;

@@ -244,7 +244,6 @@ static void on_scavenge(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 #define TICK 1.0
-#define TRIM_AFTER 1.0
 
 /* Housekeeping once a second: parked connections give back their dead pages, and the
  * application sweeps what it caches. */
@@ -255,7 +254,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
     ev_tstamp now = ev_now(loop);
     if (cfg.parking)
         for (struct conn *c = w->conns; c; c = c->next)
-            if (!c->serve && !c->trimmed && now - c->parked_at >= TRIM_AFTER)
+            if (!c->serve && !c->trimmed && ++c->parked_ticks >= 2)   /* parked a whole tick */
                 conn_trim_idle(c);
     if (worker_tick_hook)
         worker_tick_hook(w->id, now, &w->n);

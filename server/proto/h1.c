@@ -156,7 +156,7 @@ static void error_response(struct conn *c, int status)
     }
     if (h)
         h->phase = H1_IDLE;
-    c->head_since = 0;
+    c->head_due = false;
     conn_set_state(c, CONN_CLOSING);
 }
 
@@ -185,7 +185,8 @@ static int on_message_begin(llhttp_t *p)
     h->head_bytes = 0;
     h->host_seen = false;
     h->target.len = h->field.len = h->value.len = 0;
-    c->head_since = ev_now(c->w->loop);
+    c->since = ev_now(c->w->loop);
+    c->head_due = true;
     return 0;
 }
 
@@ -329,7 +330,7 @@ static int on_headers_complete(llhttp_t *p)
     }
     if (!llhttp_should_keep_alive(p))
         h->close_after = true;
-    c->head_since = 0;
+    c->head_due = false;
     h->phase = H1_BODY;
     buf_free(&h->field);
     buf_free(&h->value);
@@ -623,7 +624,7 @@ static int write_head(struct conn *c, struct h1_request *r)
 static int write_body(struct conn *c, struct h1_request *r)
 {
     /* A file over cleartext goes with sendfile, whole, after the head. */
-    if (!c->ssl && !r->chunked && !c->file_out.left && request_out_file(&r->r, UINT64_MAX, c))
+    if (!c->ssl && !r->chunked && !c->file_out && request_out_file(&r->r, UINT64_MAX, c))
         return 0;
     size_t avail;
     while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {

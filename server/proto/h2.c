@@ -259,7 +259,7 @@ static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len
 {
     (void)session, (void)flags;
     struct conn *c = user_data;
-    if (conn_out_pending(c) >= OUT_HIGH || c->file_out.left)
+    if (conn_out_pending(c) >= OUT_HIGH || c->file_out)
         return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
     if (conn_out_reserve(c, length))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -274,7 +274,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     (void)session;
     struct conn *c = user_data;
     struct h2_stream *s = source->ptr;
-    if (conn_out_pending(c) >= OUT_HIGH || c->file_out.left)
+    if (conn_out_pending(c) >= OUT_HIGH || c->file_out)
         return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
     size_t pad = frame->data.padlen;
     /* Cleartext, from a file: the frame header here, the payload by sendfile after it. */
@@ -391,7 +391,7 @@ static bool is_glitch(struct conn *c, const nghttp2_frame_hd *hd, const char **w
         return !(hd->flags & NGHTTP2_FLAG_ACK);
     case NGHTTP2_SETTINGS:
         *what = "SETTINGS";
-        return !(hd->flags & NGHTTP2_FLAG_ACK) && !c->head_since;
+        return !(hd->flags & NGHTTP2_FLAG_ACK) && !c->head_due;
     case NGHTTP2_WINDOW_UPDATE:
         *what = "WINDOW_UPDATE";
         if (h->update_credit > 0) {
@@ -415,7 +415,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     switch (frame->hd.type) {
     case NGHTTP2_SETTINGS:
         if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
-            c->head_since = 0;      /* the preface is complete */
+            c->head_due = false;    /* the preface is complete */
         break;
     case NGHTTP2_RST_STREAM:
         count_reset(c);
@@ -773,7 +773,8 @@ int h2_start_upgraded(struct conn *c, const uint8_t *settings, size_t len, struc
         return 0;
     }
     h->max_client_stream = 1;
-    c->head_since = ev_now(c->w->loop);     /* the client's preface is due now */
+    c->since = ev_now(c->w->loop);      /* the client's preface is due now */
+    c->head_due = true;
     s->r.body_eof = true;
     if (request_start(&s->r))
         nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, 1, NGHTTP2_REFUSED_STREAM);

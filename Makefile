@@ -56,7 +56,7 @@ CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
 
 SERVER_SRC := $(sort $(wildcard server/*.c server/*/*.c))
 LLHTTP_OBJ := $(BUILD)/obj/llhttp/api.o $(BUILD)/obj/llhttp/http.o $(BUILD)/obj/llhttp/llhttp.o
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o $(LLHTTP_OBJ)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/embed.o $(LLHTTP_OBJ)
 
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
@@ -92,7 +92,7 @@ $(BUILD)/obj/%.o: %.S $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/obj/server/default_conf.o: config/default.conf
+$(BUILD)/obj/server/embed.o: config/default.conf www/index.html
 # Third-party, generated C: built as shipped, with our sanitizers but not our warnings.
 $(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/flags
 	@mkdir -p $(dir $@)

@@ -24,12 +24,16 @@ extern const struct route stats_routes[];      /* stats.c: /-/stats, /metrics */
 
 /* routes.c: the application's entry point (request_set_handler). */
 void app_handle(struct request *r);
-int app_init(char *err, size_t errlen);
+void app_init(void);
+/* On every worker after it took a new configuration. */
+void app_configure(void);
 /* Once a second on every worker. */
 void app_tick(double now);
 
 /* static.c */
-int static_init(char *err, size_t errlen);
+struct config;
+int static_resolve_root(struct config *c, char *err, size_t errlen);
+void static_configure(void);
 void static_serve(struct request *r);
 void static_sweep(double now);
 

@@ -47,12 +47,14 @@ void app_handle(struct request *r)
     static_serve(r);
 }
 
-int app_init(char *err, size_t errlen)
+void app_init(void)
 {
     request_set_handler(app_handle);
     request_set_logger(access_log_request);
-    return static_init(err, errlen);
+    static_configure();
 }
+
+void app_configure(void) { static_configure(); }
 
 void app_tick(double now) { static_sweep(now); }
 

@@ -12,10 +12,16 @@
  *
  * Anything under root is hostile input too: files are opened with O_NONBLOCK (a FIFO
  * would otherwise block the worker in open) and only regular files are served; a
- * failure to open for lack of descriptors is 503 and a log line, never a 404. */
+ * failure to open for lack of descriptors is 503 and a log line, never a 404.
+ *
+ * Each worker opens root itself whenever it takes a configuration (a reload may move
+ * it), and empties its cache then.  A root left at the built-in default that is not
+ * there is no root at all: / answers with the page built into the binary. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +38,9 @@
 #define OPEN_FILE_TTL 1.0
 #define SMALL_FILE 16384         /* 256 slots: at most 4 MiB of copies per worker */
 
-static int root_fd = -1;
+static __thread int root_fd = -1;
+extern const char builtin_page_text[];
+extern const unsigned builtin_page_size;
 
 struct open_file {
     char *path;                /* the decoded request path */
@@ -230,6 +238,13 @@ void static_serve(struct request *r)
         reply_text(r, 404, "not found\n");
         return;
     }
+    if (root_fd < 0) {
+        if (!strcmp(rel, "") || !strcmp(rel, "index.html"))
+            req_simple(r, 200, "text/html; charset=utf-8", builtin_page_text, builtin_page_size);
+        else
+            reply_text(r, 404, "not found\n");
+        return;
+    }
     int err;
     struct open_file *f = open_file_get(rel, req_now(r), &err);
     if (!f && err == ENOENT) {
@@ -257,12 +272,45 @@ void static_serve(struct request *r)
     req_respond_file(r, 200, h, 2, f->fd, f->content, 0, f->size, release_file, f);
 }
 
-int static_init(char *err, size_t errlen)
+/* Checks c's root and makes it absolute, saying where it came from; a root that is the
+ * built-in default and is not there becomes "" (the built-in page). */
+int static_resolve_root(struct config *c, char *err, size_t errlen)
 {
-    root_fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0) {
-        snprintf(err, errlen, "root %s: %s", cfg.root, strerror(errno));
-        return -1;
+    char real[PATH_MAX], here[PATH_MAX];
+    int fd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int e = errno;
+    if (fd >= 0) {
+        close(fd);
+        if (!realpath(c->root, real) || strlen(real) >= sizeof c->root)
+            snprintf(real, sizeof real, "%s", c->root);
+        log_msg(LOG_INFO, "root %s (%s) resolved to %s", c->root, c->root_from, real);
+        memcpy(c->root, real, strlen(real) + 1);
+        return 0;
     }
-    return 0;
+    /* A relative root is taken from the directory h2park started in: say which. */
+    char where[PATH_MAX + 32] = "";
+    if (c->root[0] != '/' && getcwd(here, sizeof here))
+        snprintf(where, sizeof where, " resolved against %s", here);
+    if (!strcmp(c->root_from, CONFIG_BUILTIN)) {
+        log_msg(LOG_WARN, "root %s (%s)%s: %s; / serves the built-in page (set root to serve files)", c->root,
+                c->root_from, where, strerror(e));
+        c->root[0] = 0;
+        return 0;
+    }
+    snprintf(err, errlen, "root %s (%s)%s: %s", c->root, c->root_from, where, strerror(e));
+    return -1;
+}
+
+/* On each worker as it takes a configuration (and on the thread that calls app_init). */
+void static_configure(void)
+{
+    int fd = -1;
+    if (cfg.root[0] && (fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        log_msg(LOG_ERROR, "root %s: %s; the previous root stays", cfg.root, strerror(errno));
+        return;
+    }
+    if (root_fd >= 0)
+        close(root_fd);
+    root_fd = fd;
+    static_sweep(INFINITY);          /* cached files came from the old root */
 }

@@ -87,28 +87,28 @@ void conn_arm_timer(struct conn *c)
     ev_timer_start(loop, &c->timer);
 }
 
-struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr *sa, socklen_t salen)
+struct conn *conn_new(struct worker *w, int fd, unsigned flags, const struct sockaddr *sa, socklen_t salen)
 {
     struct conn *c = sc_calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->w = w;
     c->fd = fd;
-    c->tls = tls;
+    c->tls = flags & CONN_TLS;
+    c->listener = NO_LISTENER;
+    /* The PROXY header, the TLS handshake and the protocol's preface or first head all
+     * count against one preface_timeout from here. */
     c->head_since = c->idle_since = c->last_io = ev_now(w->loop);
     if (salen <= sizeof c->peer)
         memcpy(&c->peer, sa, salen);
-    if (tls) {
-        c->ssl = tls_new_ssl(fd);
-        if (!c->ssl) {
-            sc_free(c);
-            return NULL;
-        }
-        c->state = CONN_HANDSHAKE;
-    } else {
-        c->state = CONN_OPEN;
-        c->proto = conn_protocols.cleartext;
+    if (c->tls && !(c->ssl = tls_new_ssl(fd))) {
+        sc_free(c);
+        return NULL;
     }
+    if (flags & CONN_PROXY_PROTOCOL)
+        c->state = CONN_PROXY;
+    else
+        conn_begin(c);
     worker_conn_opened();
     ev_init(&c->io, on_io);
     c->io.data = c;
@@ -124,6 +124,17 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
     counter_add(&w->n.conns_total, 1);
     counter_add(&w->n.parked_conns, 1);     /* no serve loop until the first bytes */
     return c;
+}
+
+/* After the PROXY header, if any: a TLS handshake, or the cleartext protocol. */
+void conn_begin(struct conn *c)
+{
+    if (c->ssl) {
+        conn_set_state(c, CONN_HANDSHAKE);
+    } else {
+        conn_set_state(c, CONN_OPEN);
+        c->proto = conn_protocols.cleartext;
+    }
 }
 
 /* The one place a connection's life changes: it only goes forward. */
@@ -179,6 +190,7 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
         int n = SSL_read(c->ssl, buf, (int)len);
         if (n > 0) {
             c->last_io = ev_now(c->w->loop);
+            c->heard = true;
             return n;
         }
         int e = SSL_get_error(c->ssl, n);
@@ -191,6 +203,7 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
         ssize_t n = read(c->fd, buf, len);
         if (n > 0) {
             c->last_io = ev_now(c->w->loop);
+            c->heard = true;
             return n;
         }
         if (n < 0 && errno == EINTR)

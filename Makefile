@@ -65,6 +65,7 @@ TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
+TARGETS += $(BUILD)/tests/test_proxy
 
 .PHONY: all run test bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
 all: $(BUILD)/.deps-build $(TARGETS)
@@ -122,6 +123,10 @@ $(BUILD)/tests/test_config: $(BUILD)/obj/tests/test_config.o $(filter-out $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
+$(BUILD)/tests/test_proxy: $(BUILD)/obj/tests/test_proxy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+
 $(BUILD)/bench/bench_alloc: bench/bench_alloc.c $(BUILD)/libscalloc.a $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ bench/bench_alloc.c $(BUILD)/libscalloc.a -ldl $(LDFLAGS_ALL)
@@ -129,7 +134,7 @@ $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
 
-FUZZ_TARGETS := conn h2 h1 config path
+FUZZ_TARGETS := conn h2 h1 config path proxy
 FUZZERS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 fuzzers: $(FUZZERS)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/harness.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a

@@ -6,6 +6,8 @@
 #   make bench-alloc       allocator benchmark (figures in the README)
 #   make bench-coro        coroutine benchmark
 #   make fuzz              every libFuzzer target for FUZZ_SECONDS each (clang)
+#   make install-daemon    h2park, its config, systemd units and man page under PREFIX
+#                          (/usr/local), staged under DESTDIR if set; part of make install
 #
 # Build options (a change of any of them rebuilds everything):
 #   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1
@@ -65,7 +67,7 @@ TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
-TARGETS += $(BUILD)/tests/test_proxy
+TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy
 
 .PHONY: all run test bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
 all: $(BUILD)/.deps-build $(TARGETS)
@@ -148,6 +150,31 @@ fuzz: $(BUILD)/.deps-fuzz
 
 run: all
 	@scripts/run-default.sh $(BUILD)
+
+# The daemon as a service.  The manual is generated from the README (scripts/man.awk).
+# The config is installed with root pointing at the installed page, and only if there
+# is none yet: an edited one is never overwritten.
+PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+SYSCONFDIR ?= $(PREFIX)/etc
+DATADIR ?= $(PREFIX)/share
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+H2PARK_VERSION := $(shell sed -n 's/^\#define H2PARK_VERSION "\(.*\)"/\1/p' server/config.h)
+$(BUILD)/h2park.8: README.md scripts/man.awk server/config.h
+	awk -v version=$(H2PARK_VERSION) -f scripts/man.awk README.md > $@.tmp && mv $@.tmp $@
+.PHONY: install install-daemon
+install: install-daemon
+install-daemon: $(BUILD)/h2park $(BUILD)/h2park.8
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/h2park $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(DATADIR)/man/man8 $(DESTDIR)$(DATADIR)/h2park/www
+	install -m 755 $(BUILD)/h2park $(DESTDIR)$(SBINDIR)/h2park
+	install -m 644 $(BUILD)/h2park.8 $(DESTDIR)$(DATADIR)/man/man8/h2park.8
+	install -m 644 www/index.html $(DESTDIR)$(DATADIR)/h2park/www/index.html
+	test -e $(DESTDIR)$(SYSCONFDIR)/h2park/h2park.conf || \
+	  sed 's|^root = ./www$$|root = $(DATADIR)/h2park/www|' config/default.conf > $(DESTDIR)$(SYSCONFDIR)/h2park/h2park.conf
+	for u in h2park.service h2park.socket; do \
+	  sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/$$u.in > $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	  chmod 644 $(DESTDIR)$(UNITDIR)/$$u; done
 
 # Both allocator builds and both context switches pass the same unit tests.
 VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro

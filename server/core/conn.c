@@ -153,19 +153,26 @@ int conn_start_proto(struct conn *c, const struct conn_proto *p)
     return p->start(c);
 }
 
+void sockaddr_text(const struct sockaddr *sa, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        snprintf(out, cap, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        snprintf(out, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        snprintf(out, cap, "?");
+    }
+}
+
 const char *conn_peer(const struct conn *c)
 {
     static __thread char text[64];
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (c->peer.sa.sa_family == AF_INET) {
-        inet_ntop(AF_INET, &c->peer.in.sin_addr, host, sizeof host);
-        snprintf(text, sizeof text, "%s:%u", host, ntohs(c->peer.in.sin_port));
-    } else if (c->peer.sa.sa_family == AF_INET6) {
-        inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, host, sizeof host);
-        snprintf(text, sizeof text, "[%s]:%u", host, ntohs(c->peer.in6.sin6_port));
-    } else {
-        snprintf(text, sizeof text, "?");
-    }
+    sockaddr_text(&c->peer.sa, text, sizeof text);
     return text;
 }
 

@@ -194,6 +194,8 @@ void conn_set_state(struct conn *c, enum conn_state to);
 void conn_begin(struct conn *c);           /* the stage after the PROXY header */
 /* The peer as "addr:port", for logs (formatted per call into a per-thread buffer). */
 const char *conn_peer(const struct conn *c);
+/* An IPv4 or IPv6 address as "addr:port" or "[addr]:port"; "?" for any other. */
+void sockaddr_text(const struct sockaddr *sa, char *out, size_t cap);
 /* Makes the serve loop run soon: resumes a waiting one, or spawns one for a parked one. */
 void conn_wake(struct conn *c);
 void conn_request_shutdown(struct conn *c);

@@ -42,22 +42,6 @@ static struct inherited {
 } inherited[MAX_INHERITED];
 static int ninherited;
 
-static void format_addr(const struct sockaddr_storage *sa, char *out, size_t cap)
-{
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (sa->ss_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-        snprintf(out, cap, "%s:%u", host, ntohs(in->sin_port));
-    } else if (sa->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-        snprintf(out, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
-    } else {
-        snprintf(out, cap, "(address family %d)", sa->ss_family);
-    }
-}
-
 static bool same_sockaddr(const struct sockaddr_storage *x, const struct sockaddr_storage *y)
 {
     if (x->ss_family != y->ss_family)
@@ -148,7 +132,7 @@ int listen_inherited_unused(char *err, size_t errlen)
     for (int i = 0; i < ninherited; i++)
         if (!inherited[i].taken) {
             char text[80];
-            format_addr(&inherited[i].addr, text, sizeof text);
+            sockaddr_text((const struct sockaddr *)&inherited[i].addr, text, sizeof text);
             snprintf(err, errlen, "socket activation: socket %d (%s) matches no listen line", inherited[i].fd, text);
             return -1;
         }

@@ -4,7 +4,8 @@
 # address, "*:PORT" included), sd_notify readiness (READY=1, RELOADING=1, STOPPING=1
 # on a NOTIFY_SOCKET this test listens on), and the point of it all: h2park restarted
 # again and again under a held socket while h2load keeps connecting, with no request
-# failed.  Hostile LISTEN_FDS values and sockets that match no listen line exit 2.
+# failed.  Hostile LISTEN_FDS values and sockets that match no listen line exit 2; a
+# NOTIFY_SOCKET that leads nowhere is ignored.
 . "$(dirname "$0")/lib.sh"
 make_site
 P=$(free_port)
@@ -43,6 +44,17 @@ wait_log "$TMP/notify.log" 'RELOADING=1|MONOTONIC_USEC=' && sleep 0.3 &&
 check notify_reloading_then_ready $? "$(cat "$TMP/notify.log")"
 kill -TERM "$DPID"; wait "$DPID"
 grep -q '^STOPPING=1' "$TMP/notify.log"; check notify_stopping $? "$(cat "$TMP/notify.log")"
+
+# A NOTIFY_SOCKET that is no socket, too long, or relative is ignored, not fatal.
+long=$(printf '/%0200d' 0)
+for ns in "$TMP/nothing-here" "@" "relative.sock" "$long" "$TMP/www/index.html"; do
+  NOTIFY_SOCKET=$ns "$H2PARK" --listen "127.0.0.1:$P" --root "$TMP/www" --workers 1 >"$TMP/daemon.log" 2>&1 &
+  DPID=$!; PIDS="$PIDS $DPID"
+  for i in $(seq 1 30); do [ "$(code "$P" /-/healthz)" = 200 ] && break; sleep 0.1; done
+  [ "$(code "$P" /-/healthz)" = 200 ] && kill -HUP "$DPID" && sleep 0.2 && kill -TERM "$DPID" && wait "$DPID" ||
+    echo "$ns" >> "$TMP/notify-bad"
+done
+[ ! -f "$TMP/notify-bad" ]; check notify_socket_hostile_ignored $? "failed with: $(cat "$TMP/notify-bad" 2>/dev/null)"
 
 # "*:PORT" takes systemd's dual-stack socket ("-l PORT" binds [::]:PORT for both).
 systemd-socket-activate -l "$P" -- "$ABS_H2PARK" --listen "*:$P" --root "$TMP/www" --workers 1 \

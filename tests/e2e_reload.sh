@@ -5,7 +5,7 @@
 # already open too), parking; workers and coro_stack_size are logged as needing a
 # restart.  A bad file, a missing root or a busy port keep the running configuration
 # and log why.  Reloads during load lose no request, a burst of them ends on the last
-# file, and a second SIGTERM ends the process at once.
+# file, a SIGHUP while stopping is ignored, and a second SIGTERM ends the process at once.
 . "$(dirname "$0")/lib.sh"
 make_site
 mkdir -p "$TMP/www2"
@@ -133,7 +133,10 @@ kill -0 "$DPID"; check reload_daemon_alive $? "daemon gone: $(tail -5 "$TMP/daem
 # A second SIGTERM does not wait for the streams in flight.
 curl -s -o /dev/null "http://127.0.0.1:$P2/-/delay?ms=8000" &
 sleep 0.3
-kill -TERM "$DPID"; sleep 0.5
+kill -TERM "$DPID"; sleep 0.3
+reloads=$(grep -c 'SIGHUP: reloading' "$TMP/daemon.log")
+kill -HUP "$DPID"; sleep 0.2                 # stopping: a SIGHUP changes nothing
+[ "$(grep -c 'SIGHUP: reloading' "$TMP/daemon.log")" = "$reloads" ]; check sighup_while_stopping_ignored $? "$(tail -2 "$TMP/daemon.log")"
 kill -0 "$DPID"; alive=$?
 start=$SECONDS
 kill -TERM "$DPID"; wait "$DPID"; status=$?

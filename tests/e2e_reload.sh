@@ -45,6 +45,25 @@ curl -s -m 2 -o /dev/null "http://127.0.0.1:$P1/-/healthz"; rc=$?
 wait "$CPID"
 [ "$(cat "$TMP/inflight.code")" = 200 ]; check reload_removed_listener_drains $? "$(cat "$TMP/inflight.code")"
 
+# Sixteen addresses (the most there can be), the last replaced by one listed first: the
+# new one must not take the slot of an address that stays.
+ports=""
+while [ "$(echo $ports | wc -w)" -lt 17 ]; do
+  p=$(free_port)
+  case " $ports $P1 $P2 " in *" $p "*) ;; *) ports="$ports $p" ;; esac
+done
+set -- $ports
+NEW=$1; shift
+lines=(); for p in "$@"; do lines+=("listen = 127.0.0.1:$p"); done
+conf "${lines[@]}" "root = $TMP/www2"
+reload_and_wait
+conf "listen = 127.0.0.1:$NEW" "${lines[@]:0:15}" "root = $TMP/www2"
+reload_and_wait
+bad=""
+for p in "$NEW" "${@:1:15}"; do [ "$(code "$p" /-/healthz)" = 200 ] || bad="$bad $p"; done
+curl -s -m 2 -o /dev/null "http://127.0.0.1:${16}/-/healthz" && bad="$bad ${16}(still)"
+[ -z "$bad" ]; check reload_sixteen_listeners_one_replaced $? "not right:$bad; $(grep -c listening "$TMP/daemon.log") listening lines"
+
 # Log level: error hides the next reload's info line; debug shows debug lines.
 conf "listen = 127.0.0.1:$P2" "root = $TMP/www2" "log_level = error"
 kill -HUP "$DPID"; sleep 0.5     # (at level error the reload's end is not logged either)
@@ -104,15 +123,13 @@ grep -q "reload failed.*root $TMP/nowhere ($C:4): No such file" "$TMP/daemon.log
   [ "$(get "$P2" /which.txt)" = "second root" ]
 check reload_missing_root_keeps_running $? "$(tail -2 "$TMP/daemon.log")"
 BUSY=$(free_port)
-python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$BUSY)); s.listen(); time.sleep(30)" &
-SPID=$!; PIDS="$PIDS $SPID"
-sleep 0.3
+hold_port "$BUSY"
 conf "listen = 127.0.0.1:$P2" "listen = 127.0.0.1:$BUSY" "root = $TMP/www"
 reload_and_wait
 grep -q "reload failed.*listen 127.0.0.1:$BUSY: Address already in use" "$TMP/daemon.log" &&
   [ "$(get "$P2" /which.txt)" = "second root" ]
 check reload_busy_port_keeps_running $? "$(tail -2 "$TMP/daemon.log")"
-kill "$SPID"
+kill "$HOLDPID"
 
 # Reloads while requests flow: none fails; a burst of SIGHUPs ends on the last file.
 conf "listen = 127.0.0.1:$P2" "root = $TMP/www"

@@ -61,12 +61,10 @@ out=$("$H2PARK" --check --listen "127.0.0.1:$P" --tls-listen "127.0.0.1:$((P + 1
   --key "$TMP/key.pem" --root "$TMP/www" 2>/dev/null); rc=$?
 [ $rc = 0 ] && [ "$out" = "configuration ok" ] && ! ss -Hltn "( sport = :$P )" | grep -q .
 check check_ok_and_releases $? "exit $rc: $out"
-python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$P)); s.listen(); time.sleep(20)" &
-SPID=$!; PIDS="$PIDS $SPID"
-sleep 0.3
+hold_port "$P"
 config_error check_finds_busy_port "listen 127.0.0.1:$P: Address already in use (another process listens there)" \
   --check --listen "127.0.0.1:$P" --root "$TMP/www"
-kill "$SPID"
+kill "$HOLDPID"
 config_error check_finds_foreign_address "listen 192.0.2.1:$P: Cannot assign requested address" \
   --check --listen "192.0.2.1:$P" --root "$TMP/www"
 config_error check_loads_certificate "cannot load certificate $TMP/nocert.pem" \

@@ -105,6 +105,19 @@ free_port() {
   return 1
 }
 
+# hold_port PORT: another program listens on 127.0.0.1:PORT (without SO_REUSEPORT) until
+# the test ends or HOLDPID is killed; returns once it does.
+hold_port() {
+  python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$1)); s.listen(); time.sleep(60)" &
+  HOLDPID=$!
+  PIDS="$PIDS $HOLDPID"
+  for i in $(seq 1 100); do
+    ss -Hltn "( sport = :$1 )" | grep -q . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 # start_config CONF PORT [args...]: h2park -c CONF, up once PORT answers /-/healthz;
 # sets DPID, logs to $TMP/daemon.log.
 start_config() {

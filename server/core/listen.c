@@ -280,6 +280,10 @@ static int check_listener(const struct listen_addr *a, char *err, size_t errlen)
 int listeners_prepare(const struct config *next, struct listener *plan, bool check_only, char *err, size_t errlen)
 {
     memset(plan, 0, sizeof *plan * MAX_LISTEN);
+    bool placed[MAX_LISTEN] = { false };
+    /* Addresses the table has keep their slot (and sockets), with this configuration's
+     * options; they are placed first, so a new address never takes a slot one of them
+     * still needs. */
     for (int i = 0; i < next->nlisten; i++) {
         const struct listen_addr *a = &next->listen[i];
         for (int j = 0; j < i; j++)
@@ -292,23 +296,25 @@ int listeners_prepare(const struct config *next, struct listener *plan, bool che
                 goto fail;
             continue;
         }
-        int slot = -1;
-        for (int s = 0; s < MAX_LISTEN && slot < 0; s++)
-            if (listeners[s].serial && same_sockaddr(&listeners[s].a.addr, &a->addr) && listeners[s].a.dual == a->dual)
-                slot = s;
-        if (slot >= 0) {           /* kept, with the options this configuration gives it */
-            plan[slot] = listeners[slot];
-            plan[slot].a = *a;
-            plan[slot].fresh = false;
+        for (int s = 0; s < MAX_LISTEN && !placed[i]; s++)
+            if (listeners[s].serial && same_sockaddr(&listeners[s].a.addr, &a->addr) && listeners[s].a.dual == a->dual) {
+                plan[s] = listeners[s];
+                plan[s].a = *a;
+                plan[s].fresh = false;
+                placed[i] = true;
+            }
+    }
+    for (int i = 0; i < next->nlisten && !check_only; i++) {
+        if (placed[i])
             continue;
-        }
+        int slot = -1;
         for (int s = 0; s < MAX_LISTEN && slot < 0; s++)    /* a slot nobody used last time */
             if (!plan[s].serial && !listeners[s].serial)
                 slot = s;
         for (int s = 0; s < MAX_LISTEN && slot < 0; s++)
             if (!plan[s].serial)
                 slot = s;
-        plan[slot] = (struct listener){ .serial = ++last_serial, .a = *a };
+        plan[slot] = (struct listener){ .serial = ++last_serial, .a = next->listen[i] };
         if (open_listener(&plan[slot], err, errlen))
             goto fail;
     }

@@ -204,13 +204,13 @@ static int apply_config(struct config *next, enum apply_mode mode, char *err, si
     if (tls_prepare(next, &ctx, err, errlen) || (mode == APPLY_START && privileges_drop(next->user, err, errlen)) ||
         static_resolve_root(next, err, errlen))
         goto undo;
-    if (mode == APPLY_CHECK) {
-        tls_discard(ctx);            /* all checked; nothing to keep */
-        return 0;
-    }
     if (access_log_open(next->access_log)) {
         snprintf(err, errlen, "access_log %.900s: %s", next->access_log, strerror(errno));
         goto undo;
+    }
+    if (mode == APPLY_CHECK) {
+        tls_discard(ctx);            /* all checked (--check exits next); nothing to keep */
+        return 0;
     }
     tls_commit(ctx);
     listeners_commit(plan);

@@ -69,6 +69,8 @@ config_error check_finds_foreign_address "listen 192.0.2.1:$P: Cannot assign req
   --check --listen "192.0.2.1:$P" --root "$TMP/www"
 config_error check_loads_certificate "cannot load certificate $TMP/nocert.pem" \
   --check --tls-listen "127.0.0.1:$P" --cert "$TMP/nocert.pem" --key "$TMP/key.pem" --root "$TMP/www"
+config_error check_opens_access_log "access_log $TMP/nowhere/access.log: No such file or directory" \
+  --check --listen "127.0.0.1:$P" --root "$TMP/www" --access-log "$TMP/nowhere/access.log"
 start_daemon
 out=$("$H2PARK" --check --listen "127.0.0.1:$PORT" --root "$TMP/www" 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q 'in use by a process that shares it .* as a running h2park does'

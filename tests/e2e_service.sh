@@ -16,7 +16,8 @@ check print_default_config_exact $? "$("$H2PARK" --print-default-config | tail -
 
 # No flags, from a directory with no www in it, on the embedded default's own ports.
 in_netns() { # in_netns SCRIPT: bash in a new network namespace with loopback up
-  unshare -n bash -c "ip link set lo up && $1"
+  unshare -n bash -c "ip link set lo up || exit 1
+$1"
 }
 if in_netns true 2>/dev/null; then
   mkdir -p "$TMP/elsewhere"

@@ -4,8 +4,10 @@
 #   make run               build and start the daemon on the embedded default config
 #   make test              build and run every test; SAN=1 under ASan+UBSan; TSAN=1 the
 #                          allocator, coroutine and stress tests under ThreadSanitizer
-#   make install           libscalloc.a, its headers and scalloc.pc under PREFIX (/usr/local),
+#   make install           install-daemon and install-lib, under PREFIX (/usr/local),
 #                          staged under DESTDIR if set
+#   make install-daemon    h2park, its config, systemd units and man page
+#   make install-lib       libscalloc.a, its headers and scalloc.pc
 #   make bench-alloc       allocator benchmark (figures in the README)
 #   make bench-coro        coroutine benchmark
 #   make fuzz              every libFuzzer target for FUZZ_SECONDS each (clang)
@@ -83,8 +85,7 @@ CORO_OBJ := $(CORO_SRC:%.c=$(BUILD)/obj/%.o) $(CORO_ASM:%.S=$(BUILD)/obj/%.o)
 
 SERVER_SRC := $(sort $(wildcard server/*.c server/*/*.c))
 LLHTTP_OBJ := $(BUILD)/obj/llhttp/api.o $(BUILD)/obj/llhttp/http.o $(BUILD)/obj/llhttp/llhttp.o
-SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/default_conf.o \
-              $(BUILD)/obj/server/app/dashboard_html.o $(LLHTTP_OBJ)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/embed.o $(LLHTTP_OBJ)
 
 # test_export links the exported malloc family, which sanitizer builds leave out.
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(if $(DAEMON_MALLOC),$(BUILD)/tests/test_export) \
@@ -95,6 +96,7 @@ TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
+TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy
 
 .PHONY: all run test install bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
 all: $(BUILD)/.deps-build $(TARGETS)
@@ -126,8 +128,7 @@ $(BUILD)/obj/%.o: %.S $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/obj/server/default_conf.o: config/default.conf
-$(BUILD)/obj/server/app/dashboard_html.o: server/app/dashboard.html
+$(BUILD)/obj/server/embed.o: config/default.conf www/index.html server/app/dashboard.html
 # Third-party, generated C: built as shipped, with our sanitizers but not our warnings.
 $(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/flags
 	@mkdir -p $(dir $@)
@@ -163,6 +164,10 @@ $(BUILD)/tests/test_config: $(BUILD)/obj/tests/test_config.o $(filter-out $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
+$(BUILD)/tests/test_proxy: $(BUILD)/obj/tests/test_proxy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+
 $(BUILD)/bench/bench_alloc: bench/bench_alloc.c $(BUILD)/libscalloc.a $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ bench/bench_alloc.c $(BUILD)/libscalloc.a -ldl $(LDFLAGS_ALL)
@@ -170,7 +175,7 @@ $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
 
-FUZZ_TARGETS := conn h2 h1 config path
+FUZZ_TARGETS := conn h2 h1 config path proxy
 FUZZERS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 fuzzers: $(FUZZERS)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/harness.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
@@ -185,11 +190,36 @@ fuzz: $(BUILD)/.deps-fuzz
 run: all
 	@scripts/run-default.sh $(BUILD)
 
-# One include directory (its sc_config.h says how the library was built) and a pkg-config
-# file whose Libs carry what linking it needs (the sanitizer runtime in SAN/TSAN builds).
+# The daemon as a service.  The manual is generated from the README (scripts/man.awk).
+# The config is installed with root pointing at the installed page, and only if there
+# is none yet: an edited one is never overwritten.
 PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+SYSCONFDIR ?= $(PREFIX)/etc
+DATADIR ?= $(PREFIX)/share
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+H2PARK_VERSION := $(shell sed -n 's/^\#define H2PARK_VERSION "\(.*\)"/\1/p' server/config.h)
+$(BUILD)/h2park.8: README.md scripts/man.awk server/config.h
+	awk -v version=$(H2PARK_VERSION) -f scripts/man.awk README.md > $@.tmp && mv $@.tmp $@
+.PHONY: install install-daemon install-lib
+install: install-daemon install-lib
+install-daemon: $(BUILD)/h2park $(BUILD)/h2park.8
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/h2park $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(DATADIR)/man/man8 $(DESTDIR)$(DATADIR)/h2park/www
+	install -m 755 $(BUILD)/h2park $(DESTDIR)$(SBINDIR)/h2park
+	install -m 644 $(BUILD)/h2park.8 $(DESTDIR)$(DATADIR)/man/man8/h2park.8
+	install -m 644 www/index.html $(DESTDIR)$(DATADIR)/h2park/www/index.html
+	test -e $(DESTDIR)$(SYSCONFDIR)/h2park/h2park.conf || \
+	  sed 's|^root = ./www$$|root = $(DATADIR)/h2park/www|' config/default.conf > $(DESTDIR)$(SYSCONFDIR)/h2park/h2park.conf
+	for u in h2park.service h2park.socket; do \
+	  sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' dist/$$u.in > $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	  chmod 644 $(DESTDIR)$(UNITDIR)/$$u; done
+
+# The allocator as a library: one include directory (its sc_config.h says how the library
+# was built) and a pkg-config file whose Libs carry what linking it needs (the sanitizer
+# runtime in SAN/TSAN builds).
 SC_VERSION := 0.1.0
-install: $(BUILD)/libscalloc.a $(GEN)
+install-lib: $(BUILD)/libscalloc.a $(GEN)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/scalloc
 	install -m 644 $(BUILD)/libscalloc.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 alloc/scalloc.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h \

@@ -415,6 +415,29 @@ void sc_read_residency(struct sc_residency *out)
     pthread_mutex_unlock(&sc_heap.lock);
 }
 
+uint64_t sc_heap_resident(void)
+{
+    static unsigned char vec[(SC_PAGE_SIZE << 14) / 4096];
+    static pthread_mutex_t vec_lock = PTHREAD_MUTEX_INITIALIZER;
+    long os_page = sysconf(_SC_PAGESIZE);
+    size_t chunk = sizeof vec * (size_t)os_page;
+    pthread_mutex_lock(&sc_heap.lock);
+    uintptr_t base = sc_heap.base;
+    size_t bytes = sc_heap.grown_pages << SC_PAGE_SHIFT;
+    pthread_mutex_unlock(&sc_heap.lock);
+    /* The grown part only grows: pages that change state meanwhile are counted either way. */
+    uint64_t resident = 0;
+    pthread_mutex_lock(&vec_lock);
+    for (size_t off = 0; off < bytes; off += chunk) {
+        size_t len = bytes - off < chunk ? bytes - off : chunk;
+        if (mincore((void *)(base + off), len, vec) == 0)
+            for (size_t k = 0; k < len / (size_t)os_page; k++)
+                resident += (vec[k] & 1) ? (uint64_t)os_page : 0;
+    }
+    pthread_mutex_unlock(&vec_lock);
+    return resident;
+}
+
 /* The page map lookup without the fast path's valgrind cut-off. */
 sc_span *sc_span_lookup(const void *p)
 {

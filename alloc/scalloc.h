@@ -77,6 +77,9 @@ void  sc_release_pages(void *p, size_t len);
 void  sc_read_stats(struct sc_stats *out);
 /* Walks every span and asks the kernel which pages are resident: for analysis. */
 void  sc_read_residency(struct sc_residency *out);
+/* Resident bytes of the whole heap, stacks included (one mincore over its address space:
+ * cheap enough to sample every second). */
+uint64_t sc_heap_resident(void);
 void  sc_get_config(struct sc_config *out);
 
 /* sc_malloc_8 ... sc_malloc_80, one per class of at most 80 bytes, generated from the

@@ -4,12 +4,16 @@
  * Every key goes through config_set, so a file line, a flag and the embedded default are
  * checked by the same code and fail with the same words.  Parse errors name the file
  * and line; the caller prints them and exits 2.  A file's listen lines replace the
- * default's as a group (the first listen line of a file clears the inherited ones). */
+ * default's as a group (the first listen line of a file clears the inherited ones).
+ * Nothing here binds or opens anything but the file: listen addresses, root and
+ * certificates are checked when a configuration is applied (main.c), so a reload can
+ * parse the same way and keep the running configuration if the new one fails. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +26,14 @@
 #include "log.h"
 #include "scalloc.h"
 
-struct config cfg;
+__thread struct config cfg;
 
 void config_defaults(struct config *c)
 {
     memset(c, 0, sizeof *c);
     c->workers = 0;
     snprintf(c->root, sizeof c->root, "./www");
+    snprintf(c->root_from, sizeof c->root_from, CONFIG_BUILTIN);
     c->parking = true;
     c->builtin_routes = true;
     c->server_header = true;
@@ -98,7 +103,10 @@ static int parse_duration(const char *v, double *out)
     return 0;
 }
 
-int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err, size_t errlen)
+/* "*" (or nothing) is every address: an IPv6 socket with IPV6_V6ONLY off, which takes
+ * IPv4 too (core/listen.c falls back to IPv4 where there is no IPv6).  "[::]" is IPv6
+ * only and "0.0.0.0" IPv4 only, as they say. */
+static int parse_listen(const char *text, struct listen_addr *out, char *err, size_t errlen)
 {
     char host[256];
     const char *colon = strrchr(text, ':');
@@ -111,7 +119,6 @@ int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err,
     if (parse_uint(colon + 1, 65535, &port))
         return fail(err, errlen, "listen address '%s': bad port '%s'", text, colon + 1);
     memset(out, 0, sizeof *out);
-    out->tls = tls;
     snprintf(out->text, sizeof out->text, "%s", text);
     char *h = host;
     if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
@@ -121,10 +128,11 @@ int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err,
     struct sockaddr_in *in4 = (struct sockaddr_in *)&out->addr;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&out->addr;
     if (!strcmp(h, "*") || !strcmp(h, "")) {
-        in4->sin_family = AF_INET;
-        in4->sin_addr.s_addr = htonl(INADDR_ANY);
-        in4->sin_port = htons((uint16_t)port);
-        out->addrlen = sizeof *in4;
+        in6->sin6_family = AF_INET6;
+        in6->sin6_addr = in6addr_any;
+        in6->sin6_port = htons((uint16_t)port);
+        out->addrlen = sizeof *in6;
+        out->dual = true;
     } else if (!strcmp(h, "localhost") || inet_pton(AF_INET, h, &in4->sin_addr) == 1) {
         if (!strcmp(h, "localhost"))
             inet_pton(AF_INET, "127.0.0.1", &in4->sin_addr);
@@ -141,18 +149,48 @@ int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err,
     return CONFIG_OK;
 }
 
+/* ADDR:PORT [tls] [proxy_protocol], the options in any order, each at most once. */
 static int set_listen(struct config *c, const char *value, char *err, size_t errlen)
 {
-    char addr[256], extra[32] = "";
-    int n = sscanf(value, "%255s %31s", addr, extra);
-    char more[8];
-    if (n < 1 || sscanf(value, "%*s %*s %7s", more) == 1)
-        return fail(err, errlen, "listen '%s': expected ADDR:PORT [tls]%s", value, "");
-    if (n == 2 && strcmp(extra, "tls"))
-        return fail(err, errlen, "listen '%s': unknown option '%s' (only tls)", value, extra);
+    char copy[300];
+    if (strlen(value) >= sizeof copy)
+        return fail(err, errlen, "listen '%.200s': too long%s", value, "");
+    snprintf(copy, sizeof copy, "%s", value);
+    char *save = NULL, *addr = strtok_r(copy, " \t", &save);
+    if (!addr)
+        return fail(err, errlen, "listen '%s': expected ADDR:PORT [tls] [proxy_protocol]%s", value, "");
     if (c->nlisten == MAX_LISTEN)
         return fail(err, errlen, "too many listen addresses (at most 16)%s%s", "", "");
-    return parse_listen(addr, n == 2, &c->listen[c->nlisten++], err, errlen);
+    struct listen_addr a;
+    if (parse_listen(addr, &a, err, errlen))
+        return CONFIG_ERROR;
+    for (char *opt; (opt = strtok_r(NULL, " \t", &save));) {
+        bool *flag = !strcmp(opt, "tls") ? &a.tls : !strcmp(opt, "proxy_protocol") ? &a.proxy_protocol : NULL;
+        if (!flag)
+            return fail(err, errlen, "listen '%s': unknown option '%s' (tls, proxy_protocol)", value, opt);
+        if (*flag)
+            return fail(err, errlen, "listen '%s': '%s' given twice", value, opt);
+        *flag = true;
+    }
+    c->listen[c->nlisten++] = a;
+    return CONFIG_OK;
+}
+
+/* The user must exist now, so a typo is an error naming its line, not a failure after
+ * the sockets are bound. */
+static int set_user(struct config *c, const char *value, char *err, size_t errlen)
+{
+    if (strlen(value) >= sizeof c->user)
+        return fail(err, errlen, "user '%.60s...': too long%s", value, "");
+    if (*value) {
+        struct passwd pw, *found = NULL;
+        char buf[4096];
+        int e = getpwnam_r(value, &pw, buf, sizeof buf, &found);
+        if (!found)
+            return fail(err, errlen, "user '%s': %s", value, e ? strerror(e) : "no such user");
+    }
+    snprintf(c->user, sizeof c->user, "%s", value);
+    return CONFIG_OK;
 }
 
 #define VALUE_ERR(what) fail(err, errlen, "%s: " what, key, value)
@@ -173,6 +211,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
     double d;
     if (!strcmp(key, "listen"))
         return set_listen(c, value, err, errlen);
+    if (!strcmp(key, "user"))
+        return set_user(c, value, err, errlen);
     if (!strcmp(key, "workers")) {
         if (parse_count_or_auto(value, 1024, &n))
             return VALUE_ERR("'%s' is not a worker count (1..1024 or auto)");
@@ -303,6 +343,12 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
         }
         if (!strcmp(key, "parking"))
             c->parking_source = "config file";
+        if (!strcmp(key, "root")) {
+            if (!strcmp(name, CONFIG_BUILTIN))
+                snprintf(c->root_from, sizeof c->root_from, CONFIG_BUILTIN);
+            else
+                snprintf(c->root_from, sizeof c->root_from, "%.140s:%d", name, lineno);
+        }
     }
     return CONFIG_OK;
 }
@@ -403,8 +449,8 @@ long config_max_handlers(const struct config *c)
 {
     if (c->max_handlers)
         return c->max_handlers;
-    static long cached;
-    static size_t cached_for;
+    static __thread long cached;     /* per thread: workers ask concurrently */
+    static __thread size_t cached_for;
     size_t worst = config_handler_worst_bytes(c);
     if (cached_for != worst) {
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

@@ -1,5 +1,10 @@
 /* The daemon's configuration (config.c): one struct, filled from the embedded default,
- * a config file, H2PARK_DEBUG and the command line, in that order. */
+ * a config file, H2PARK_DEBUG and the command line, in that order.
+ *
+ * cfg is per thread.  The main thread loads and checks a configuration, then publishes
+ * it (core/worker.c); each worker copies the published one into its own cfg between two
+ * events of its loop.  So no thread reads a configuration another is writing, and
+ * everything a worker does within one event sees one configuration. */
 #ifndef H2PARK_CONFIG_H
 #define H2PARK_CONFIG_H
 
@@ -17,6 +22,8 @@ struct listen_addr {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     bool tls;
+    bool proxy_protocol;           /* a PROXY protocol header (v1 or v2) comes first */
+    bool dual;                     /* "*:PORT": one IPv6 socket that takes IPv4 too */
     char text[64];
 };
 
@@ -44,11 +51,15 @@ struct config {
     bool coro_guard_pages;
     bool coro_paint;
     const char *parking_source;   /* which setting decided parking, for the log */
+    char user[64];                /* drop to this user after binding; "" = stay */
+    char root_from[160];          /* where root was set: "site.conf:3", "command line", ... */
 };
 
-extern struct config cfg;
+extern __thread struct config cfg;
 extern const char default_conf_text[];
 extern const unsigned default_conf_size;
+/* config_parse's name for the embedded default; settings from it are "built-in default". */
+#define CONFIG_BUILTIN "built-in default"
 
 enum { CONFIG_OK = 0, CONFIG_ERROR = 2 };
 enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
@@ -59,7 +70,6 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
 /* H2PARK_DEBUG in GODEBUG syntax; unknown keys are reported through warn. */
 int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), char *err, size_t errlen);
-int parse_listen(const char *text, bool tls, struct listen_addr *out, char *err, size_t errlen);
 /* max_conns, with auto resolved against the open-file limit. */
 long config_max_conns(const struct config *c);
 /* max_handlers, with auto resolved against the machine's memory. */

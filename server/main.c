@@ -1,8 +1,21 @@
-/* h2park's entry point: settings in order of precedence (command line > H2PARK_DEBUG >
- * config file > embedded default), the allocator hooks before any library runs, the
- * wiring of the layers (the connection core learns its protocols, the request runtime
- * its application), the listening sockets, the workers, and the signals (TERM/INT:
- * graceful stop; HUP: reopen the access log and reload the certificate). */
+/* h2park's entry point and its life as a process.
+ *
+ * Settings come in order of precedence (command line > H2PARK_DEBUG > config file >
+ * embedded default), loaded the same way at start and on every SIGHUP (load_settings).
+ * A configuration is applied in steps that can fail - the listening sockets, the TLS
+ * context, the root, the access log - and only then committed and published to the
+ * workers, who take it between two events of their loops (apply_config,
+ * core/worker.c).  At start a failing step ends the process with status 2 and a message
+ * naming file, line and problem; on a reload it leaves the running configuration as it
+ * was, and is logged.  A reload is not begun while the workers are still taking the
+ * last one: a SIGHUP meanwhile is carried out once they have.
+ *
+ * Signals arrive on the main thread's loop: HUP reloads; TERM and INT stop (GOAWAY to
+ * every connection, streams in flight finish for up to shutdown_timeout), and a second
+ * TERM or INT exits at once.  systemd hears READY=1 once every worker serves, RELOADING=1
+ * and READY=1 around a reload, and STOPPING=1 (notify.c).  Also here: the allocator
+ * hooks before any library runs, and the wiring of the layers (the connection core
+ * learns its protocols, the request runtime its application). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -12,16 +25,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "app/app.h"
 #include "core/conn.h"
 #include "mem.h"
+#include "notify.h"
+#include "privileges.h"
 #include "proto/detect.h"
 #include "proto/h1.h"
 #include "proto/h2.h"
 #include "scalloc.h"
-
 
 static void usage(FILE *f)
 {
@@ -37,11 +52,14 @@ static void usage(FILE *f)
             "      --parking on|off     park idle serve loops (default on)\n"
             "      --access-log FILE    one line per stream\n"
             "      --log-level LEVEL    error, warn, info or debug\n"
-            "      --check              check the configuration and exit\n"
+            "      --check              check the configuration (and bind each address, load the certificate,\n"
+            "                           open root and the access log) and exit\n"
             "      --print-default-config  print the embedded default config and exit\n"
             "  -V, --version            print version and build options\n"
             "  -h, --help               this text\n"
-            "environment: H2PARK_DEBUG=http2serveparking=0|1[,corostackpaint=1]\n");
+            "signals: HUP reloads the configuration; TERM or INT stops gracefully, a second one at once\n"
+            "environment: H2PARK_DEBUG=http2serveparking=0|1[,corostackpaint=1]; from systemd:\n"
+            "  LISTEN_FDS/LISTEN_PID (socket activation), NOTIFY_SOCKET (readiness)\n");
 }
 
 static void version(void)
@@ -76,52 +94,208 @@ static void warn_unknown_debug(const char *key)
     fprintf(stderr, "h2park: H2PARK_DEBUG: unknown setting '%s' ignored\n", key);
 }
 
-static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
-{
-    (void)revents;
-    if (w->signum == SIGHUP) {
-        char err[512];
-        if (access_log_open(cfg.access_log))
-            log_msg(LOG_ERROR, "SIGHUP: cannot reopen access log %s: %s", cfg.access_log, strerror(errno));
-        bool any_tls = false;
-        for (int i = 0; i < cfg.nlisten; i++)
-            any_tls |= cfg.listen[i].tls;
-        if (any_tls && tls_reload(err, sizeof err))
-            log_msg(LOG_ERROR, "SIGHUP: keeping the old certificate: %s", err);
-        else
-            log_msg(LOG_INFO, "SIGHUP: access log reopened%s", any_tls ? ", certificate reloaded" : "");
-        return;
-    }
-    if (shutting_down)
-        return;
-    log_msg(LOG_INFO, "%s: stopping (GOAWAY to every connection, up to %.0fs for streams in flight)",
-            w->signum == SIGTERM ? "SIGTERM" : "SIGINT", cfg.shutdown_timeout);
-    shutting_down = 1;
-    workers_shutdown();
-    ev_break(loop, EVBREAK_ALL);
-}
-
 enum { OPT_LISTEN = 256, OPT_TLS_LISTEN, OPT_CERT, OPT_KEY, OPT_ROOT, OPT_WORKERS, OPT_PARKING, OPT_ACCESS_LOG,
        OPT_LOG_LEVEL, OPT_CHECK, OPT_PRINT_DEFAULT };
+static const struct option longopts[] = {
+    { "config", required_argument, NULL, 'c' }, { "listen", required_argument, NULL, OPT_LISTEN },
+    { "tls-listen", required_argument, NULL, OPT_TLS_LISTEN }, { "cert", required_argument, NULL, OPT_CERT },
+    { "key", required_argument, NULL, OPT_KEY }, { "root", required_argument, NULL, OPT_ROOT },
+    { "workers", required_argument, NULL, OPT_WORKERS }, { "parking", required_argument, NULL, OPT_PARKING },
+    { "access-log", required_argument, NULL, OPT_ACCESS_LOG },
+    { "log-level", required_argument, NULL, OPT_LOG_LEVEL }, { "check", no_argument, NULL, OPT_CHECK },
+    { "print-default-config", no_argument, NULL, OPT_PRINT_DEFAULT },
+    { "version", no_argument, NULL, 'V' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+};
+
+static int saved_argc;
+static char **saved_argv;
+static const char *config_file;
+
+/* Every setting, from the embedded default up to the command line, into c. */
+static int load_settings(struct config *c, bool *check_only, char *err, size_t errlen)
+{
+    config_defaults(c);
+    if (config_parse(c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, errlen))
+        return -1;
+    c->parking_source = "default";
+    if (config_file && config_load_file(c, config_file, err, errlen))
+        return -1;
+    const char *debug = getenv("H2PARK_DEBUG");
+    if (debug && config_apply_debug_env(c, debug, warn_unknown_debug, err, errlen))
+        return -1;
+    bool listen_flag_seen = false;
+    optind = 0;                      /* glibc: start over, permutation state included */
+    int opt;
+    while ((opt = getopt_long(saved_argc, saved_argv, "c:Vh", longopts, NULL)) != -1) {
+        const char *key = NULL;
+        char value[1100], why[1024];
+        snprintf(value, sizeof value, "%s", optarg ? optarg : "");
+        switch (opt) {
+        case OPT_LISTEN:
+        case OPT_TLS_LISTEN:
+            if (!listen_flag_seen)
+                c->nlisten = 0;
+            listen_flag_seen = true;
+            key = "listen";
+            if (opt == OPT_TLS_LISTEN)
+                snprintf(value, sizeof value, "%.1000s tls", optarg);
+            break;
+        case OPT_CERT: key = "cert"; break;
+        case OPT_KEY: key = "key"; break;
+        case OPT_ROOT: key = "root"; break;
+        case OPT_WORKERS: key = "workers"; break;
+        case OPT_PARKING: key = "parking"; c->parking_source = "command line"; break;
+        case OPT_ACCESS_LOG: key = "access_log"; break;
+        case OPT_LOG_LEVEL: key = "log_level"; break;
+        case OPT_CHECK: if (check_only) *check_only = true; break;
+        default: break;
+        }
+        if (key && config_set(c, key, value, why, sizeof why)) {
+            snprintf(err, errlen, "command line: %.900s", why);
+            return -1;
+        }
+        if (opt == OPT_ROOT)
+            snprintf(c->root_from, sizeof c->root_from, "command line");
+    }
+    if (optind < saved_argc) {
+        snprintf(err, errlen, "unexpected argument '%.200s' (see --help)", saved_argv[optind]);
+        return -1;
+    }
+    if (c->nlisten == 0) {
+        snprintf(err, errlen, "no listen address");
+        return -1;
+    }
+    return 0;
+}
+
+enum apply_mode { APPLY_START, APPLY_RELOAD, APPLY_CHECK };
+
+/* What cannot change while workers run is kept as it is, and said so. */
+static void keep_restart_only(struct config *next)
+{
+#define KEEP(field, fmt)                                                                                          \
+    if (next->field != cfg.field) {                                                                               \
+        log_msg(LOG_WARN, "reload: " #field " " fmt " -> " fmt " takes a restart; still " fmt, cfg.field,         \
+                next->field, cfg.field);                                                                          \
+        next->field = cfg.field;                                                                                  \
+    }
+    KEEP(workers, "%d")
+    KEEP(coro_stack_size, "%zu")
+    KEEP(coro_guard_pages, "%d")
+#undef KEEP
+    if (strcmp(next->user, cfg.user)) {
+        log_msg(LOG_WARN, "reload: user '%s' -> '%s' takes a restart; still '%s'", cfg.user, next->user, cfg.user);
+        snprintf(next->user, sizeof next->user, "%s", cfg.user);
+    }
+}
+
+static unsigned pending_gen;         /* published, not yet taken by every worker */
+
+/* Checks next against the machine (sockets, TLS, root, access log) and, unless only
+ * checking, makes it the running configuration.  -1 with err: nothing changed. */
+static int apply_config(struct config *next, enum apply_mode mode, char *err, size_t errlen)
+{
+    if (mode == APPLY_RELOAD)
+        keep_restart_only(next);
+    struct listener plan[MAX_LISTEN];
+    SSL_CTX *ctx = NULL;
+    if (listeners_prepare(next, plan, mode == APPLY_CHECK, err, errlen))
+        return -1;
+    if (tls_prepare(next, &ctx, err, errlen) || (mode == APPLY_START && privileges_drop(next->user, err, errlen)) ||
+        static_resolve_root(next, err, errlen))
+        goto undo;
+    if (access_log_open(next->access_log)) {
+        snprintf(err, errlen, "access_log %.900s: %s", next->access_log, strerror(errno));
+        goto undo;
+    }
+    if (mode == APPLY_CHECK) {
+        tls_discard(ctx);            /* all checked (--check exits next); nothing to keep */
+        return 0;
+    }
+    tls_commit(ctx);
+    listeners_commit(plan);
+    cfg = *next;
+    pending_gen = workers_publish(&cfg);
+    return 0;
+undo:
+    tls_discard(ctx);
+    listeners_abort(plan);
+    return -1;
+}
+
+static struct ev_loop *main_loop;
+static bool stopping, reload_again, started;
+
+static void reload(void)
+{
+    if (pending_gen) {
+        reload_again = true;
+        log_msg(LOG_INFO, "SIGHUP: the last reload is still being taken up; reloading again after it");
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    notify_service_manager("RELOADING=1\nMONOTONIC_USEC=%llu",
+                           (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000);
+    log_msg(LOG_INFO, "SIGHUP: reloading %s", config_file ? config_file : "the embedded default");
+    static struct config next;
+    char err[1024] = "";
+    if (load_settings(&next, NULL, err, sizeof err) || apply_config(&next, APPLY_RELOAD, err, sizeof err)) {
+        log_msg(LOG_ERROR, "reload failed, the running configuration stays: %s", err);
+        notify_service_manager("READY=1\nSTATUS=reload failed: %s", err);
+    }
+}
+
+/* A worker took a configuration, or stopped. */
+static void on_workers(void)
+{
+    if (stopping) {
+        if (workers_all_exited())
+            ev_break(main_loop, EVBREAK_ALL);
+        return;
+    }
+    if (!pending_gen || !workers_all_applied(pending_gen))
+        return;
+    pending_gen = 0;
+    notify_service_manager("READY=1\nSTATUS=serving");
+    if (started)
+        log_msg(LOG_INFO, "reload: every worker runs the new configuration");
+    started = true;
+    if (reload_again) {
+        reload_again = false;
+        reload();
+    }
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    (void)loop, (void)revents;
+    if (w->signum == SIGHUP) {
+        if (!stopping)
+            reload();
+        return;
+    }
+    const char *name = w->signum == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (stopping) {
+        log_msg(LOG_WARN, "second %s: exiting now", name);
+        _exit(1);
+    }
+    stopping = true;
+    notify_service_manager("STOPPING=1");
+    log_msg(LOG_INFO, "%s: stopping (GOAWAY to every connection, up to %.0fs for streams in flight; "
+            "another %s exits at once)", name, cfg.shutdown_timeout, name);
+    atomic_store(&shutting_down, 1);
+    workers_shutdown();
+}
 
 int main(int argc, char **argv)
 {
     mem_install_hooks();
     signal(SIGPIPE, SIG_IGN);
+    saved_argc = argc;
+    saved_argv = argv;
 
-    static const struct option longopts[] = {
-        { "config", required_argument, NULL, 'c' }, { "listen", required_argument, NULL, OPT_LISTEN },
-        { "tls-listen", required_argument, NULL, OPT_TLS_LISTEN }, { "cert", required_argument, NULL, OPT_CERT },
-        { "key", required_argument, NULL, OPT_KEY }, { "root", required_argument, NULL, OPT_ROOT },
-        { "workers", required_argument, NULL, OPT_WORKERS }, { "parking", required_argument, NULL, OPT_PARKING },
-        { "access-log", required_argument, NULL, OPT_ACCESS_LOG },
-        { "log-level", required_argument, NULL, OPT_LOG_LEVEL }, { "check", no_argument, NULL, OPT_CHECK },
-        { "print-default-config", no_argument, NULL, OPT_PRINT_DEFAULT },
-        { "version", no_argument, NULL, 'V' }, { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
-    };
-    const char *config_file = NULL;
-    bool check_only = false;
-    /* First pass: where the config comes from; flags apply after it. */
+    /* First pass: where the config comes from, and the options that do not serve. */
     int opt;
     while ((opt = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
         switch (opt) {
@@ -133,106 +307,57 @@ int main(int argc, char **argv)
         default: break;
         }
     }
-    char err[1024];
-    config_defaults(&cfg);
-    if (config_parse(&cfg, default_conf_text, default_conf_size, "(embedded default)", err, sizeof err))
+    static struct config next;
+    char err[1024] = "";
+    bool check_only = false;
+    if (load_settings(&next, &check_only, err, sizeof err))
         config_die(err);
-    cfg.parking_source = "default";
-    if (config_file && config_load_file(&cfg, config_file, err, sizeof err))
-        config_die(err);
-    const char *debug = getenv("H2PARK_DEBUG");
-    if (debug && config_apply_debug_env(&cfg, debug, warn_unknown_debug, err, sizeof err))
-        config_die(err);
-
-    bool listen_flag_seen = false;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
-        const char *key = NULL;
-        char value[1100];
-        snprintf(value, sizeof value, "%s", optarg ? optarg : "");
-        switch (opt) {
-        case OPT_LISTEN:
-        case OPT_TLS_LISTEN:
-            if (!listen_flag_seen)
-                cfg.nlisten = 0;
-            listen_flag_seen = true;
-            key = "listen";
-            if (opt == OPT_TLS_LISTEN)
-                snprintf(value, sizeof value, "%s tls", optarg);
-            break;
-        case OPT_CERT: key = "cert"; break;
-        case OPT_KEY: key = "key"; break;
-        case OPT_ROOT: key = "root"; break;
-        case OPT_WORKERS: key = "workers"; break;
-        case OPT_PARKING: key = "parking"; cfg.parking_source = "command line"; break;
-        case OPT_ACCESS_LOG: key = "access_log"; break;
-        case OPT_LOG_LEVEL: key = "log_level"; break;
-        case OPT_CHECK: check_only = true; break;
-        default: break;
-        }
-        if (key && config_set(&cfg, key, value, err, sizeof err)) {
-            char msg[1200];
-            snprintf(msg, sizeof msg, "command line: %s", err);
-            config_die(msg);
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "h2park: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return CONFIG_ERROR;
-    }
-    if (cfg.nlisten == 0)
-        config_die("no listen address");
-
-    bool any_tls = false;
-    for (int i = 0; i < cfg.nlisten; i++)
-        any_tls |= cfg.listen[i].tls;
-    if (any_tls && tls_init(err, sizeof err))
-        config_die(err);
-    if (app_init(err, sizeof err))
-        config_die(err);
-    conn_protocols.cleartext = &detect_proto;
-    conn_protocols.after_tls = proto_after_tls;
-    worker_tick_hook = tick;
-    if (access_log_open(cfg.access_log)) {
-        snprintf(err, sizeof err, "access_log %.900s: %s", cfg.access_log, strerror(errno));
-        config_die(err);
-    }
+    cfg.log_level = next.log_level;  /* what applying says is logged at the level asked for */
     if (check_only) {
+        if (apply_config(&next, APPLY_CHECK, err, sizeof err))
+            config_die(err);
         printf("configuration ok\n");
         return 0;
     }
-    if (workers_listen(err, sizeof err))
+    if (listen_inherit(err, sizeof err))
         config_die(err);
+    long n = next.workers > 0 ? next.workers : sysconf(_SC_NPROCESSORS_ONLN);
+    if (workers_create(n > 0 ? (int)n : 1)) {
+        fprintf(stderr, "h2park: out of memory\n");
+        return 1;
+    }
+    if (apply_config(&next, APPLY_START, err, sizeof err) || listen_inherited_unused(err, sizeof err))
+        config_die(err);
+    app_init();
+    conn_protocols.cleartext = &detect_proto;
+    conn_protocols.after_tls = proto_after_tls;
+    worker_tick_hook = tick;
+    worker_config_hook = app_configure;
 
+    main_loop = ev_default_loop(EVFLAG_AUTO);
+    ev_signal sigs[3];
+    int signums[3] = { SIGINT, SIGTERM, SIGHUP };
+    for (int i = 0; i < 3; i++) {
+        ev_signal_init(&sigs[i], on_signal, signums[i]);
+        ev_signal_start(main_loop, &sigs[i]);
+    }
     sigset_t block, old;
     sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGHUP);
+    for (int i = 0; i < 3; i++)
+        sigaddset(&block, signums[i]);
     pthread_sigmask(SIG_BLOCK, &block, &old);     /* workers inherit this: signals go to main */
-    if (workers_start()) {
+    if (workers_start(main_loop, on_workers)) {
         fprintf(stderr, "h2park: cannot start workers\n");
         return 1;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 
-    struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
-    ev_signal sigs[3];
-    int signums[3] = { SIGINT, SIGTERM, SIGHUP };
-    for (int i = 0; i < 3; i++) {
-        ev_signal_init(&sigs[i], on_signal, signums[i]);
-        ev_signal_start(loop, &sigs[i]);
-    }
-    for (int i = 0; i < cfg.nlisten; i++)
-        log_msg(LOG_INFO, "listening on %s (%s)", cfg.listen[i].text,
-                cfg.listen[i].tls ? "h2 and HTTP/1.1 over TLS" : "HTTP/1.1 and h2c");
     struct sc_config sc;
     sc_get_config(&sc);
     log_msg(LOG_INFO, "h2park %s: %d workers, parking %s (from %s), size-specialized malloc %s, root %s",
             H2PARK_VERSION, nworkers, cfg.parking ? "on" : "off", cfg.parking_source,
-            sc.size_specialized ? "on" : "off", cfg.root);
-    ev_run(loop, 0);
+            sc.size_specialized ? "on" : "off", cfg.root[0] ? cfg.root : "(the built-in page)");
+    ev_run(main_loop, 0);
     workers_join();
     if (cfg.coro_paint) {
         struct coro_counters k;

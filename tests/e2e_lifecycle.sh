@@ -33,12 +33,6 @@ check sighup_reopens_access_log $? "$(ls "$TMP")"
 kill -0 "$DPID"; check sighup_keeps_running $? "daemon gone"
 stop_daemon
 
-config_error() { # config_error NAME WANT-IN-STDERR args...
-  local name=$1 want=$2; shift 2
-  timeout 10 "$H2PARK" "$@" >"$TMP/err.out" 2>&1; local rc=$?
-  [ $rc = 2 ] && grep -qF "$want" "$TMP/err.out"
-  check "$name" $? "exit $rc: $(head -2 "$TMP/err.out")"
-}
 printf 'workers = 2\n# fine\nlistne = 127.0.0.1:1\n' > "$TMP/typo.conf"
 config_error config_unknown_key_exit_2 "$TMP/typo.conf:3: unknown key 'listne'" -c "$TMP/typo.conf"
 printf 'idle_timeout = soon\n' > "$TMP/bad.conf"

@@ -85,3 +85,69 @@ h2load_idle() {
   LOADPID=$!
   PIDS="$PIDS $LOADPID"
 }
+
+# config_error NAME WANT args...: h2park with args exits 2 and its output says WANT.
+config_error() {
+  local name=$1 want=$2; shift 2
+  timeout 10 "$H2PARK" "$@" >"$TMP/err.out" 2>&1; local rc=$?
+  [ $rc = 2 ] && grep -qF -- "$want" "$TMP/err.out"
+  check "$name" $? "exit $rc: $(head -3 "$TMP/err.out")"
+}
+
+# free_port: a port nothing listens on now, below the kernel's ephemeral range (so no
+# client socket of another test holds it), for configurations that name their own.
+free_port() {
+  local p attempt
+  for attempt in $(seq 1 100); do
+    p=$(( 20000 + (RANDOM * 7 + $$ + attempt * 131) % 12000 ))
+    if ! ss -Htan "( sport = :$p )" | grep -q .; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+
+# hold_port PORT: another program listens on 127.0.0.1:PORT (without SO_REUSEPORT) until
+# the test ends or HOLDPID is killed; returns once it does.
+hold_port() {
+  python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',$1)); s.listen(); time.sleep(60)" &
+  HOLDPID=$!
+  PIDS="$PIDS $HOLDPID"
+  for i in $(seq 1 100); do
+    ss -Hltn "( sport = :$1 )" | grep -q . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# start_config CONF PORT [args...]: h2park -c CONF, up once PORT answers /-/healthz;
+# sets DPID, logs to $TMP/daemon.log.
+start_config() {
+  local conf=$1 port=$2 i; shift 2
+  "$H2PARK" -c "$conf" "$@" >"$TMP/daemon.log" 2>&1 &
+  DPID=$!
+  PIDS="$PIDS $DPID"
+  for i in $(seq 1 50); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/-/healthz" && return 0
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "could not start the daemon:" >&2
+  cat "$TMP/daemon.log" >&2
+  return 1
+}
+
+# reload_and_wait: SIGHUP, then wait until the daemon logs that every worker took the
+# new configuration or that the reload failed (the Nth such line, N counted before).
+reload_and_wait() {
+  local before i
+  before=$(grep -cE 'reload: every worker|reload failed' "$TMP/daemon.log")
+  kill -HUP "$DPID"
+  for i in $(seq 1 50); do
+    [ "$(grep -cE 'reload: every worker|reload failed' "$TMP/daemon.log")" -gt "$before" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# get PORT PATH: the body of an HTTP/1.1 GET (empty if it failed).
+get() { curl -s -m 5 "http://127.0.0.1:$1$2"; }
+code() { curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1$2"; }

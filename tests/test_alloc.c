@@ -385,16 +385,23 @@ static void scavenge_returns_memory(void)
     memset(ps, 0, sizeof(void *) * COUNT);     /* resident before the baseline, like after */
     sc_scavenge();
     long before = check_rss_bytes();
+    uint64_t heap_before = sc_heap_resident();
     for (int i = 0; i < COUNT; i++) {
         ps[i] = sc_malloc(SIZE);
         memset(ps[i], 1, SIZE);
     }
     long peak = check_rss_bytes();
+    uint64_t heap_peak = sc_heap_resident();
     CHECKF(peak - before > (250l << 20), "256 MiB of objects raised RSS by only %ld MiB", (peak - before) >> 20);
+    CHECKF(heap_peak - heap_before > (250ull << 20), "256 MiB of objects raised the heap's resident bytes by %llu MiB",
+           (unsigned long long)(heap_peak - heap_before) >> 20);
     for (int i = 0; i < COUNT; i++)
         sc_free(ps[i]);
     sc_scavenge();
     long after = check_rss_bytes();
+    uint64_t heap_after = sc_heap_resident();
+    CHECKF(heap_after < heap_before + (8ull << 20), "the heap's resident bytes %llu MiB above the start after scavenging",
+           (unsigned long long)(heap_after - heap_before) >> 20);
     struct sc_stats st;
     sc_read_stats(&st);
     printf("# scavenge: RSS %ld MiB -> %ld MiB -> %ld MiB, heap_released %llu MiB\n", before >> 20, peak >> 20,

@@ -1,5 +1,6 @@
 /* Unit tests of configuration parsing: the embedded default, every kind of value, the
- * errors (naming file, line and problem), listen replacement, and H2PARK_DEBUG. */
+ * errors (naming file, line and problem), listen replacement and options, where root
+ * came from, user, and H2PARK_DEBUG. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -23,12 +24,14 @@ static int parse(const char *text)
 static void embedded_default_parses(void)
 {
     config_defaults(&c);
-    CHECKF(config_parse(&c, default_conf_text, default_conf_size, "(embedded default)", err, sizeof err) == CONFIG_OK, "%s", err);
+    CHECKF(config_parse(&c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err) == CONFIG_OK, "%s", err);
     CHECK(c.nlisten == 2 && !c.listen[0].tls && c.listen[1].tls);
     CHECK(!strcmp(c.listen[0].text, "127.0.0.1:8080") && !strcmp(c.listen[1].text, "127.0.0.1:8443"));
     CHECK(!strcmp(c.root, "./www") && c.parking && c.builtin_routes && c.workers == 0);
     CHECK(c.preface_timeout == 10 && c.idle_timeout == 300 && c.write_timeout == 30 && c.shutdown_timeout == 10);
     CHECK(c.max_concurrent_streams == 100 && c.max_header_list_size == 65536);
+    /* The size is the file's: it ends in its last newline, not in a NUL or padding. */
+    CHECK(strlen(default_conf_text) == default_conf_size && default_conf_text[default_conf_size - 1] == '\n');
 }
 
 static void values_and_units(void)
@@ -79,6 +82,35 @@ static void listen_lines(void)
     CHECK(d.nlisten == 1);     /* a file's listen lines replace the default's */
 }
 
+/* Listen options in any order; "*" is one dual-stack IPv6 socket, "[::]" IPv6 alone. */
+static void listen_options_and_dual_stack(void)
+{
+    CHECKF(parse("listen = 127.0.0.1:80 proxy_protocol tls\nlisten = *:8080 tls\nlisten = [::]:8081\n"
+                 "listen = 0.0.0.0:8082\tproxy_protocol\n") == CONFIG_OK, "%s", err);
+    CHECK(c.nlisten == 4 && c.listen[0].tls && c.listen[0].proxy_protocol && !c.listen[0].dual);
+    CHECK(c.listen[1].dual && c.listen[1].addr.ss_family == AF_INET6 && c.listen[1].tls && !c.listen[1].proxy_protocol);
+    CHECK(!c.listen[2].dual && c.listen[2].addr.ss_family == AF_INET6);
+    CHECK(!c.listen[3].dual && c.listen[3].addr.ss_family == AF_INET && c.listen[3].proxy_protocol);
+    CHECK(parse("listen = 127.0.0.1:80 tls tls\n") == CONFIG_ERROR && strstr(err, "test.conf:1: listen '127.0.0.1:80 tls tls': 'tls' given twice"));
+    CHECK(parse("listen = 127.0.0.1:80 proxy\n") == CONFIG_ERROR && strstr(err, "unknown option 'proxy' (tls, proxy_protocol)"));
+    CHECK(parse("listen =\n") == CONFIG_ERROR && strstr(err, "expected ADDR:PORT [tls] [proxy_protocol]"));
+}
+
+/* root says where it came from; user must exist. */
+static void origins_and_user(void)
+{
+    config_defaults(&c);
+    CHECK(!strcmp(c.root_from, CONFIG_BUILTIN));
+    CHECKF(config_parse(&c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err) == CONFIG_OK, "%s", err);
+    CHECK(!strcmp(c.root_from, CONFIG_BUILTIN) && !c.user[0]);
+    const char *file = "# site\nroot = /srv\nuser = root\n";
+    CHECK(config_parse(&c, file, strlen(file), "site.conf", err, sizeof err) == CONFIG_OK);
+    CHECKF(!strcmp(c.root_from, "site.conf:2") && !strcmp(c.user, "root"), "%s %s", c.root_from, c.user);
+    CHECK(parse("user = nosuchuser-h2park\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:1: user 'nosuchuser-h2park': no such user"));
+    CHECK(parse("user =\n") == CONFIG_OK && !c.user[0]);
+}
+
 static void errors_name_file_line_problem(void)
 {
     CHECK(parse("workers = 2\nbogus = 1\n") == CONFIG_ERROR);
@@ -117,6 +149,8 @@ int main(void)
     RUN(values_and_units);
     RUN(deadlines_and_caps);
     RUN(listen_lines);
+    RUN(listen_options_and_dual_stack);
+    RUN(origins_and_user);
     RUN(errors_name_file_line_problem);
     RUN(debug_env);
     CHECK_DONE();

@@ -26,12 +26,16 @@ extern const struct route stats_routes[];      /* stats.c: /-/stats, /metrics */
 
 /* routes.c: the application's entry point (request_set_handler). */
 void app_handle(struct request *r);
-int app_init(char *err, size_t errlen);
+void app_init(void);
+/* On every worker after it took a new configuration. */
+void app_configure(void);
 /* Once a second on every worker, with that worker's counters. */
 void app_tick(int worker, double now, const struct worker_counters *n);
 
 /* static.c */
-int static_init(char *err, size_t errlen);
+struct config;
+int static_resolve_root(struct config *c, char *err, size_t errlen);
+void static_configure(void);
 void static_serve(struct request *r);
 void static_sweep(double now);
 

@@ -1,5 +1,5 @@
 /* /-/dashboard: a live view of parking - connections open and parked, serve and
- * handler coroutines, RSS, stacks in use, live heap objects, requests per second - drawn in the
+ * handler coroutines, RSS, stacks in use, the heap's resident bytes, requests per second - drawn in the
  * browser from the samples the daemon keeps.
  *
  * Every worker samples its own counters once a second (its tick) into a ring of its own
@@ -30,7 +30,7 @@ struct slot {
 /* Written by its worker only, read by any with relaxed loads. */
 static struct slot *rings[MAX_RINGS];
 
-extern const char dashboard_html[];
+extern const char dashboard_html_text[];     /* server/embed.S */
 extern const unsigned dashboard_html_size;
 
 static void store(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
@@ -59,7 +59,7 @@ void dashboard_sample(int worker, double now, const struct worker_counters *n)
         sc_read_stats(&st);
         store(&s->v[S_RSS], rss_bytes());
         store(&s->v[S_STACK], st.stack_inuse);
-        store(&s->v[S_HEAP], st.heap_alloc);     /* live objects: spans count released pages too */
+        store(&s->v[S_HEAP], sc_heap_resident());  /* what objects and spans count includes released pages */
     }
     __atomic_store_n(&s->second, second, __ATOMIC_RELEASE);
 }
@@ -68,7 +68,7 @@ static void page(struct request *r)
 {
     struct header h[] = { { "content-type", "text/html; charset=utf-8" }, { "cache-control", "no-store" } };
     if (req_respond(r, 200, h, 2, dashboard_html_size) == 0 && !req_is_head(r)) {
-        req_write(r, dashboard_html, dashboard_html_size);
+        req_write(r, dashboard_html_text, dashboard_html_size);
         req_end(r);
     }
 }

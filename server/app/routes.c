@@ -54,13 +54,17 @@ static void request_ended(const struct request *r)
     access_log_request(r);
 }
 
-int app_init(char *err, size_t errlen)
+/* Once, before the workers start. */
+void app_init(void)
 {
     request_set_handler(app_handle);
     request_set_logger(request_ended);
     stats_init();
-    return static_init(err, errlen);
+    mime_types_load("/etc/mime.types");
+    static_configure();
 }
+
+void app_configure(void) { static_configure(); }
 
 void app_tick(int worker, double now, const struct worker_counters *n)
 {

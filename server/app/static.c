@@ -18,11 +18,17 @@
  * Conditionals are evaluated in RFC 9110 section 13.2.2's order: If-Match, then
  * If-Unmodified-Since (412), If-None-Match, then If-Modified-Since (304), then If-Range
  * with Range (206, or 416 for a range that misses the file).  A request for several
- * ranges gets the whole file (200), which the RFC allows. */
+ * ranges gets the whole file (200), which the RFC allows.
+ *
+ * Each worker opens root itself whenever it takes a configuration (a reload may move
+ * it), and empties its cache then.  A root left at the built-in default that is not
+ * there is no root at all: / answers with the page built into the binary. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +47,9 @@
 #define OPEN_FILE_TTL 1.0
 #define SMALL_FILE 16384         /* 256 slots: at most 4 MiB of copies per worker */
 
-static int root_fd = -1;
+static __thread int root_fd = -1;
+extern const char builtin_page_text[];
+extern const unsigned builtin_page_size;
 
 enum file_kind { FILE_REGULAR, FILE_DIR_NO_SLASH, FILE_MISSING };
 
@@ -345,6 +353,13 @@ void static_serve(struct request *r)
         reply_text(r, 404, "not found\n");
         return;
     }
+    if (root_fd < 0) {
+        if (!strcmp(rel, "") || !strcmp(rel, "index.html"))
+            req_simple(r, 200, "text/html; charset=utf-8", builtin_page_text, builtin_page_size);
+        else
+            reply_text(r, 404, "not found\n");
+        return;
+    }
     int err;
     double now = req_now(r);
     struct open_file *f = open_file_get(rel, now, &err);
@@ -419,13 +434,45 @@ void static_serve(struct request *r)
     req_respond_file(r, ranged > 0 ? 206 : 200, h, n, &src, first, last - first + 1);
 }
 
-int static_init(char *err, size_t errlen)
+/* Checks c's root and makes it absolute, saying where it came from; a root that is the
+ * built-in default and is not there becomes "" (the built-in page). */
+int static_resolve_root(struct config *c, char *err, size_t errlen)
 {
-    root_fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0) {
-        snprintf(err, errlen, "root %s: %s", cfg.root, strerror(errno));
-        return -1;
+    char real[PATH_MAX], here[PATH_MAX];
+    int fd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int e = errno;
+    if (fd >= 0) {
+        close(fd);
+        if (!realpath(c->root, real) || strlen(real) >= sizeof c->root)
+            snprintf(real, sizeof real, "%s", c->root);
+        log_msg(LOG_INFO, "root %s (%s) resolved to %s", c->root, c->root_from, real);
+        memcpy(c->root, real, strlen(real) + 1);
+        return 0;
     }
-    mime_types_load("/etc/mime.types");
-    return 0;
+    /* A relative root is taken from the directory h2park started in: say which. */
+    char where[PATH_MAX + 32] = "";
+    if (c->root[0] != '/' && getcwd(here, sizeof here))
+        snprintf(where, sizeof where, " resolved against %s", here);
+    if (!strcmp(c->root_from, CONFIG_BUILTIN)) {
+        log_msg(LOG_WARN, "root %s (%s)%s: %s; / serves the built-in page (set root to serve files)", c->root,
+                c->root_from, where, strerror(e));
+        c->root[0] = 0;
+        return 0;
+    }
+    snprintf(err, errlen, "root %s (%s)%s: %s", c->root, c->root_from, where, strerror(e));
+    return -1;
+}
+
+/* On each worker as it takes a configuration (and on the thread that calls app_init). */
+void static_configure(void)
+{
+    int fd = -1;
+    if (cfg.root[0] && (fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        log_msg(LOG_ERROR, "root %s: %s; the previous root stays", cfg.root, strerror(errno));
+        return;
+    }
+    if (root_fd >= 0)
+        close(root_fd);
+    root_fd = fd;
+    static_sweep(INFINITY);          /* cached files came from the old root */
 }

@@ -89,29 +89,29 @@ void conn_arm_timer(struct conn *c)
     ev_timer_start(loop, &c->timer);
 }
 
-struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr *sa, socklen_t salen)
+struct conn *conn_new(struct worker *w, int fd, unsigned flags, const struct sockaddr *sa, socklen_t salen)
 {
     struct conn *c = sc_calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->w = w;
     c->fd = fd;
-    c->tls = tls;
+    c->tls = flags & CONN_TLS;
+    c->listener = NO_LISTENER;
+    /* The PROXY header, the TLS handshake and the protocol's preface or first head all
+     * count against one preface_timeout from here. */
     c->since = c->last_io = ev_now(w->loop);
     c->head_due = true;
     if (salen <= sizeof c->peer)
         memcpy(&c->peer, sa, salen);
-    if (tls) {
-        c->ssl = tls_new_ssl(fd);
-        if (!c->ssl) {
-            sc_free(c);
-            return NULL;
-        }
-        c->state = CONN_HANDSHAKE;
-    } else {
-        c->state = CONN_OPEN;
-        c->proto = conn_protocols.cleartext;
+    if (c->tls && !(c->ssl = tls_new_ssl(fd))) {
+        sc_free(c);
+        return NULL;
     }
+    if (flags & CONN_PROXY_PROTOCOL)
+        c->state = CONN_PROXY;
+    else
+        conn_begin(c);
     worker_conn_opened();
     ev_init(&c->io, on_io);
     c->io.data = c;
@@ -127,6 +127,17 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
     counter_add(&w->n.conns_total, 1);
     counter_add(&w->n.parked_conns, 1);     /* no serve loop until the first bytes */
     return c;
+}
+
+/* After the PROXY header, if any: a TLS handshake, or the cleartext protocol. */
+void conn_begin(struct conn *c)
+{
+    if (c->ssl) {
+        conn_set_state(c, CONN_HANDSHAKE);
+    } else {
+        conn_set_state(c, CONN_OPEN);
+        c->proto = conn_protocols.cleartext;
+    }
 }
 
 /* The one place a connection's life changes: it only goes forward. */
@@ -145,19 +156,26 @@ int conn_start_proto(struct conn *c, const struct conn_proto *p)
     return p->start(c);
 }
 
+void sockaddr_text(const struct sockaddr *sa, char *out, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        snprintf(out, cap, "%s:%u", host, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        snprintf(out, cap, "[%s]:%u", host, ntohs(in6->sin6_port));
+    } else {
+        snprintf(out, cap, "?");
+    }
+}
+
 const char *conn_peer(const struct conn *c)
 {
     static __thread char text[64];
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (c->peer.sa.sa_family == AF_INET) {
-        inet_ntop(AF_INET, &c->peer.in.sin_addr, host, sizeof host);
-        snprintf(text, sizeof text, "%s:%u", host, ntohs(c->peer.in.sin_port));
-    } else if (c->peer.sa.sa_family == AF_INET6) {
-        inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, host, sizeof host);
-        snprintf(text, sizeof text, "[%s]:%u", host, ntohs(c->peer.in6.sin6_port));
-    } else {
-        snprintf(text, sizeof text, "?");
-    }
+    sockaddr_text(&c->peer.sa, text, sizeof text);
     return text;
 }
 
@@ -195,6 +213,7 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
         if (n > 0) {
             c->last_io = ev_now(c->w->loop);
             counter_add(&c->w->n.bytes_in, n);
+            c->heard = true;
             return n;
         }
         int e = SSL_get_error(c->ssl, n);
@@ -208,6 +227,7 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
         if (n > 0) {
             c->last_io = ev_now(c->w->loop);
             counter_add(&c->w->n.bytes_in, n);
+            c->heard = true;
             return n;
         }
         if (n < 0 && errno == EINTR)

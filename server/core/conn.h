@@ -13,7 +13,10 @@
  *   writes it.  Which protocol a connection starts with comes from conn_protocols,
  *   which main sets, so the core names none.
  * - Requests (request.c) belong to their connection; their handlers run in coroutines
- *   of their own, resumed only by the serve loop (conn_run_handlers). */
+ *   of their own, resumed only by the serve loop (conn_run_handlers).
+ * - The configuration a worker reads (cfg) is its own copy, replaced only between two
+ *   events of its loop (worker.c), so a serve step or a handler's turn sees one
+ *   configuration throughout. */
 #ifndef H2PARK_CONN_H
 #define H2PARK_CONN_H
 
@@ -21,6 +24,7 @@
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -65,17 +69,39 @@ enum conn_timeout { TIMEOUT_NONE, TIMEOUT_HEAD, TIMEOUT_IDLE, TIMEOUT_WRITE, TIM
 
 /* The life of a connection; conn_set_state is the one place it changes. */
 enum conn_state {
+    CONN_PROXY,         /* waiting for the PROXY protocol header (proxy.c) */
     CONN_HANDSHAKE,     /* TLS handshake in progress */
     CONN_OPEN,          /* a protocol runs (or, cleartext, is being detected) */
     CONN_CLOSING,       /* its last words are queued: close once they are written */
 };
 
+/* A listen address and its sockets, as the main thread keeps them (listen.c). */
+struct listener {
+    unsigned serial;               /* 0: the slot is free; new sockets, new serial */
+    struct listen_addr a;          /* as configured: address and options */
+    bool shared;                   /* systemd's socket: every worker accepts from fds[0] */
+    bool fresh;                    /* opened by the plan being prepared */
+    int *fds;                      /* one per worker, or the shared one */
+};
+extern struct listener listeners[MAX_LISTEN];
+
+/* A worker's side of a listener slot. */
+struct worker_listener {
+    unsigned serial;               /* 0: none */
+    int fd;
+    bool shared, tls, proxy_protocol;
+    ev_io io;
+};
+#define NO_LISTENER 0xff           /* conn->listener of a connection being drained */
+
 struct worker {
     int id;
     pthread_t thread;
     struct ev_loop *loop;
-    int listen_fd[MAX_LISTEN];
-    ev_io listen_io[MAX_LISTEN];
+    struct worker_listener lis[MAX_LISTEN];
+    unsigned gen;                  /* the configuration generation this worker runs */
+    _Atomic unsigned applied;      /* ... as the main thread may read it */
+    _Atomic bool exited;
     ev_async notify;
     ev_timer accept_pause;
     ev_timer scavenge;
@@ -96,13 +122,29 @@ struct worker {
 extern struct worker *workers;
 /* Runs on every worker once a second (the application's housekeeping). */
 extern void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
+/* Runs on a worker each time it has taken a new configuration (the application's). */
+extern void (*worker_config_hook)(void);
 
-int workers_listen(char *err, size_t errlen);
-int workers_start(void);
+int workers_create(int n);
+/* Starts the threads; notify runs on main_loop whenever a worker took a configuration
+ * or stopped. */
+int workers_start(struct ev_loop *main_loop, void (*notify)(void));
+/* Hands c and the listener table to every worker; returns its generation. */
+unsigned workers_publish(const struct config *c);
+bool workers_all_applied(unsigned gen);
+bool workers_all_exited(void);
 int worker_init_loop(struct worker *w);
 long workers_live_conns(void);      /* connections and lingering sockets, all workers */
 void workers_shutdown(void);
 void workers_join(void);
+
+/* listen.c: the main thread's side of the listening sockets. */
+int listen_inherit(char *err, size_t errlen);          /* LISTEN_FDS from systemd */
+int listen_inherited_unused(char *err, size_t errlen); /* -1 if one matches no listen line */
+/* Opens what next adds to the table into plan (check_only: probes and keeps nothing). */
+int listeners_prepare(const struct config *next, struct listener *plan, bool check_only, char *err, size_t errlen);
+void listeners_abort(struct listener *plan);
+void listeners_commit(const struct listener *plan);
 void worker_conn_opened(void);
 void worker_conn_closed(struct worker *w);
 void worker_forget_ready(struct worker *w, struct conn *c);
@@ -149,23 +191,30 @@ struct conn {
     uint8_t timed_out;             /* enum conn_timeout: which deadline passed */
     uint8_t close_reason;          /* enum close_reason, once the serve loop decides to close */
     uint8_t parked_ticks;          /* worker ticks since it parked (trimmed at the second) */
+    uint8_t listener;              /* the worker's listener slot it came from, or NO_LISTENER */
     /* Bits: every connection, idle ones included, pays for this struct (320 bytes). */
     bool tls : 1, peer_eof : 1, in_serve : 1, ready : 1, trimmed : 1, head_due : 1;
     bool io_read : 1, io_write : 1; /* what io watches for */
     bool shutdown_asked : 1;       /* the daemon is stopping */
     bool served_once : 1;          /* a serve coroutine has run for it */
+    bool heard : 1;                /* the protocol has had bytes from the peer */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
         struct sockaddr_in6 in6;
-    } peer;
+    } peer;                        /* the client: the socket's, or the PROXY header's */
 };
 
-struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr *sa, socklen_t salen);
+enum { CONN_TLS = 1, CONN_PROXY_PROTOCOL = 2 };
+/* A connection accepted on fd; flags: CONN_TLS, CONN_PROXY_PROTOCOL. */
+struct conn *conn_new(struct worker *w, int fd, unsigned flags, const struct sockaddr *sa, socklen_t salen);
 void conn_set_state(struct conn *c, enum conn_state to);
+void conn_begin(struct conn *c);           /* the stage after the PROXY header */
 /* The peer as "addr:port", for logs (formatted per call into a per-thread buffer). */
 const char *conn_peer(const struct conn *c);
 const char *conn_peer_address(const struct conn *c);      /* without the port */
+/* An IPv4 or IPv6 address as "addr:port" or "[addr]:port"; "?" for any other. */
+void sockaddr_text(const struct sockaddr *sa, char *out, size_t cap);
 /* Makes the serve loop run soon: resumes a waiting one, or spawns one for a parked one. */
 void conn_wake(struct conn *c);
 void conn_request_shutdown(struct conn *c);
@@ -205,12 +254,22 @@ void *serve_main(void *arg);
 #define SERVE_CLOSED ((void *)1)
 #define SERVE_PARKED ((void *)2)
 
-/* tls.c */
-int tls_init(char *err, size_t errlen);
-int tls_reload(char *err, size_t errlen);
+/* proxy.c: the PROXY protocol header.  proxy_parse: > 0 the header's length (*client
+ * set, or its family 0 for "keep the socket's address"), 0 more bytes needed, -1
+ * malformed.  proxy_stage runs the header stage: 1 done, 0 wait for input, -1 close. */
+#define PROXY_HEADER_MAX 1024
+int proxy_parse(const uint8_t *p, size_t len, struct sockaddr_storage *client);
+int proxy_stage(struct conn *c);
+
+/* tls.c: a TLS context for a configuration, built before it is applied. */
+int tls_prepare(const struct config *c, SSL_CTX **out, char *err, size_t errlen);
+void tls_commit(SSL_CTX *ctx);                 /* NULL: keep the current one */
+void tls_discard(SSL_CTX *ctx);
 SSL *tls_new_ssl(int fd);
 bool tls_cipher_adequate(SSL *ssl);
+/* selfsigned.c: a certificate and key made in memory for c's TLS listeners. */
+int selfsigned_use(SSL_CTX *ctx, const struct config *c, char *err, size_t errlen);
 
-extern volatile int shutting_down;
+extern _Atomic int shutting_down;
 
 #endif

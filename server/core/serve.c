@@ -1,8 +1,9 @@
 /* The serve loop: the body of a connection's serve coroutine.
  *
- * One step finishes a TLS handshake if one is due, reads what the socket (or OpenSSL)
- * has and hands it to the protocol, runs the handlers that became runnable, lets the
- * protocol put their output into conn->out, and writes it, until nothing moves.  Then,
+ * One step reads the PROXY header if the listener wants one (proxy.c), finishes a TLS
+ * handshake if one is due, reads what the socket (or OpenSSL) has and hands it to the
+ * protocol, runs the handlers that became runnable, lets the protocol put their output
+ * into conn->out, and writes it, until nothing moves.  Then,
  * with nothing left to do, the coroutine parks (returns, freeing its stack); with output
  * stuck, or with parking off, it waits on the connection's watcher by yielding to the
  * worker loop.  All state lives in the connection, so a step never depends on which
@@ -85,15 +86,35 @@ static bool wants_input(const struct conn *c)
     return !c->peer_eof && c->state == CONN_OPEN && c->proto->want_read(c);
 }
 
+/* Stopping, a connection is asked to end at a request boundary - but only once the
+ * input it has sent is in, so that the requests already on their way are served (and
+ * an HTTP/2 GOAWAY counts them).  One not heard from yet, or still before its protocol
+ * (PROXY header, TLS handshake), was most likely accepted just as its first request was
+ * sent: a restart must not drop that request, so it gets SHUTDOWN_GRACE to arrive (never
+ * longer than its preface_timeout) and is then closed like any silent connection. */
+#define SHUTDOWN_GRACE 1.0
+
+static bool heard_and_open(const struct conn *c) { return c->state == CONN_OPEN && c->heard; }
+
+static void shutdown_grace(struct conn *c)
+{
+    ev_tstamp due = ev_now(c->w->loop) + SHUTDOWN_GRACE - cfg.preface_timeout;
+    if (!heard_and_open(c) && (c->since > due || !c->head_due)) {
+        c->since = due;
+        c->head_due = true;
+    }
+}
+
 static enum step step(struct conn *c)
 {
     if (c->timed_out && handle_timeout(c))
         return STEP_CLOSE;
-    if (c->shutdown_asked) {
-        c->shutdown_asked = false;
-        if (c->state == CONN_HANDSHAKE)
-            return STEP_CLOSE;   /* shutting down, and no protocol to say goodbye in */
-        c->proto->shutdown(c);
+    if (c->shutdown_asked)
+        shutdown_grace(c);
+    if (c->state == CONN_PROXY) {
+        int r = proxy_stage(c);
+        if (r <= 0)
+            return r < 0 ? STEP_CLOSE : STEP_WAIT_READ;
     }
     if (c->state == CONN_HANDSHAKE) {
         enum step s = handshake(c);
@@ -115,6 +136,10 @@ static enum step step(struct conn *c)
                 conn_set_state(c, CONN_CLOSING);
                 break;
             }
+        }
+        if (c->shutdown_asked && heard_and_open(c)) {
+            c->shutdown_asked = false;
+            c->proto->shutdown(c);
         }
         conn_run_handlers(c);
         size_t before = conn_out_pending(c);
@@ -158,7 +183,7 @@ void *serve_main(void *arg)
             conn_close(c);
             return SERVE_CLOSED;
         }
-        bool read = s == STEP_WAIT_READ || (c->state == CONN_HANDSHAKE ? s != STEP_WAIT_WRITE : wants_input(c));
+        bool read = s == STEP_WAIT_READ || (c->state < CONN_OPEN ? s != STEP_WAIT_WRITE : wants_input(c));
         conn_watch(c, read, s == STEP_WAIT_WRITE);
         conn_arm_timer(c);
         if (s != STEP_WAIT_WRITE && conn_may_park(c)) {

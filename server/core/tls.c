@@ -1,4 +1,8 @@
-/* TLS: one shared SSL_CTX with ALPN (h2, http/1.1), swapped whole on SIGHUP.
+/* TLS: one shared SSL_CTX with ALPN (h2, http/1.1), built for a configuration before it
+ * is applied (tls_prepare) and swapped in whole when it is (tls_commit), so a reload
+ * with a bad certificate keeps the old context and the connections see no gap.  With
+ * neither cert nor key configured, the context gets a self-signed certificate made in
+ * memory (selfsigned.c).
  *
  * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), no session
  * tickets are sent and no session cache is kept, so an idle TLS connection holds only
@@ -50,10 +54,11 @@ static void ssl_error_text(char *err, size_t errlen, const char *what, const cha
     snprintf(err, errlen, "%s %s: %s", what, path, reason);
 }
 
-static SSL_CTX *make_ctx(char *err, size_t errlen)
+static SSL_CTX *make_ctx(const struct config *c, char *err, size_t errlen)
 {
-    if (!cfg.cert[0] || !cfg.key[0]) {
-        snprintf(err, errlen, "a tls listen address needs cert and key (config keys or --cert/--key)");
+    if (!c->cert[0] != !c->key[0]) {
+        snprintf(err, errlen, "%s is set but %s is not: give both, or neither for a self-signed certificate",
+                 c->cert[0] ? "cert" : "key", c->cert[0] ? "key" : "cert");
         return NULL;
     }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -71,18 +76,21 @@ static SSL_CTX *make_ctx(char *err, size_t errlen)
     /* TLS 1.2 suites RFC 9113 allows first; anything else still negotiated is answered
      * with INADEQUATE_SECURITY (tls_cipher_adequate). */
     SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:HIGH:!aNULL:!MD5");
-    if (SSL_CTX_use_certificate_chain_file(ctx, cfg.cert) != 1) {
-        ssl_error_text(err, errlen, "cannot load certificate", cfg.cert);
+    if (!c->cert[0]) {
+        if (selfsigned_use(ctx, c, err, errlen)) {
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+    } else if (SSL_CTX_use_certificate_chain_file(ctx, c->cert) != 1) {
+        ssl_error_text(err, errlen, "cannot load certificate", c->cert);
         SSL_CTX_free(ctx);
         return NULL;
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, cfg.key, SSL_FILETYPE_PEM) != 1) {
-        ssl_error_text(err, errlen, "cannot load key", cfg.key);
+    } else if (SSL_CTX_use_PrivateKey_file(ctx, c->key, SSL_FILETYPE_PEM) != 1) {
+        ssl_error_text(err, errlen, "cannot load key", c->key);
         SSL_CTX_free(ctx);
         return NULL;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        ssl_error_text(err, errlen, "key does not match certificate", cfg.cert);
+    } else if (SSL_CTX_check_private_key(ctx) != 1) {
+        ssl_error_text(err, errlen, "key does not match certificate", c->cert);
         SSL_CTX_free(ctx);
         return NULL;
     }
@@ -90,27 +98,30 @@ static SSL_CTX *make_ctx(char *err, size_t errlen)
     return ctx;
 }
 
-int tls_init(char *err, size_t errlen)
+int tls_prepare(const struct config *c, SSL_CTX **out, char *err, size_t errlen)
 {
-    SSL_CTX *ctx = make_ctx(err, errlen);
-    if (!ctx)
-        return -1;
-    current_ctx = ctx;
-    return 0;
+    *out = NULL;
+    bool any_tls = false;
+    for (int i = 0; i < c->nlisten; i++)
+        any_tls |= c->listen[i].tls;
+    if (!any_tls)
+        return 0;
+    *out = make_ctx(c, err, errlen);
+    return *out ? 0 : -1;
 }
 
-int tls_reload(char *err, size_t errlen)
+void tls_commit(SSL_CTX *ctx)
 {
-    SSL_CTX *ctx = make_ctx(err, errlen);
     if (!ctx)
-        return -1;
+        return;
     pthread_mutex_lock(&ctx_lock);
     SSL_CTX *old = current_ctx;
     current_ctx = ctx;
     pthread_mutex_unlock(&ctx_lock);
-    SSL_CTX_free(old);
-    return 0;
+    SSL_CTX_free(old);       /* each SSL holds a reference: freed with the last of them */
 }
+
+void tls_discard(SSL_CTX *ctx) { SSL_CTX_free(ctx); }
 
 SSL *tls_new_ssl(int fd)
 {

@@ -1,6 +1,14 @@
-/* Worker threads: each owns a libev loop, one SO_REUSEPORT listening socket per listen
- * address (so the kernel spreads connections and no lock is shared on accept), and the
- * connections it accepted.
+/* Worker threads: each owns a libev loop, its side of every listening socket (listen.c),
+ * and the connections it accepted.
+ *
+ * Configuration: the main thread publishes a checked configuration with the listener
+ * table (workers_publish, under a lock) and wakes every worker through its ev_async;
+ * the worker copies both into its own cfg and slots between two events (adopt), opens
+ * the listeners that are new, closes its socket of those that went away and drains the
+ * connections it accepted there (GOAWAY, or a close between requests), re-aims its
+ * timers, and tells the main thread which generation it now runs.  The main thread
+ * publishes no new generation until every worker has taken the last one (main.c), so
+ * the sockets and arrays a generation names stay valid until it is taken.
  *
  * Accepting pauses when max_conns is reached and when accept fails for lack of file
  * descriptors; a short timer resumes it, so neither case spins the loop.  Shutdown
@@ -26,77 +34,31 @@
 
 struct worker *workers;
 void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
+void (*worker_config_hook)(void);
 const char *const close_reason_names[CLOSED_REASONS] = { "peer", "idle", "timeout", "goaway", "error" };
-volatile int shutting_down;
+_Atomic int shutting_down;
 int nworkers;
 static _Atomic long live_conns;
 
-static int listen_socket(const struct listen_addr *a, char *err, size_t errlen)
-{
-    int fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "listen %s: socket: %s", a->text, strerror(errno));
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    if (a->addr.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    if (bind(fd, (const struct sockaddr *)&a->addr, a->addrlen) || listen(fd, 4096)) {
-        snprintf(err, errlen, "listen %s: %s", a->text, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+/* What the main thread published last. */
+static pthread_mutex_t published_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct config published;
+static struct listener published_listeners[MAX_LISTEN];
+static unsigned published_gen;
 
-/* SO_REUSEPORT would let this process share a port with another that also set it (a
- * second h2park), the kernel splitting connections between them.  A socket bound
- * without it fails on any port something listens on, so binding one first (and closing
- * it) finds the conflict; SO_REUSEADDR keeps old TIME_WAIT connections from counting. */
-static int probe_free(const struct listen_addr *a, char *err, size_t errlen)
-{
-    int fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "listen %s: socket: %s", a->text, strerror(errno));
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (a->addr.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    int rc = bind(fd, (const struct sockaddr *)&a->addr, a->addrlen);
-    if (rc)
-        snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(errno),
-                 errno == EADDRINUSE ? " (another process listens there)" : "");
-    close(fd);
-    return rc ? -1 : 0;
-}
+/* The main thread's loop, woken when a worker took a configuration or stopped. */
+static struct ev_loop *main_loop;
+static ev_async main_notify;
+static void (*main_notify_cb)(void);
 
-/* Binds every worker's sockets now, in the main thread, so a busy port is reported
- * before anything starts. */
-int workers_listen(char *err, size_t errlen)
+int workers_create(int n)
 {
-    for (int l = 0; l < cfg.nlisten; l++)
-        if (probe_free(&cfg.listen[l], err, errlen))
-            return -1;
-    nworkers = cfg.workers > 0 ? cfg.workers : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (nworkers < 1)
-        nworkers = 1;
-    workers = sc_calloc((size_t)nworkers, sizeof *workers);
-    if (!workers) {
-        snprintf(err, errlen, "out of memory");
+    workers = sc_calloc((size_t)n, sizeof *workers);
+    if (!workers)
         return -1;
-    }
-    for (int i = 0; i < nworkers; i++) {
+    nworkers = n;
+    for (int i = 0; i < n; i++)
         workers[i].id = i;
-        for (int l = 0; l < cfg.nlisten; l++) {
-            workers[i].listen_fd[l] = listen_socket(&cfg.listen[l], err, errlen);
-            if (workers[i].listen_fd[l] < 0)
-                return -1;
-        }
-    }
     return 0;
 }
 
@@ -105,11 +67,13 @@ static void set_accepting(struct worker *w, bool on)
     if (w->accepting == on)
         return;
     w->accepting = on;
-    for (int l = 0; l < cfg.nlisten; l++) {
+    for (int l = 0; l < MAX_LISTEN; l++) {
+        if (!w->lis[l].serial)
+            continue;
         if (on)
-            ev_io_start(w->loop, &w->listen_io[l]);
+            ev_io_start(w->loop, &w->lis[l].io);
         else
-            ev_io_stop(w->loop, &w->listen_io[l]);
+            ev_io_stop(w->loop, &w->lis[l].io);
     }
 }
 
@@ -204,7 +168,7 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct worker *w = io->data;
-    int l = (int)(io - w->listen_io);
+    struct worker_listener *wl = &w->lis[(size_t)((char *)io - (char *)w->lis) / sizeof *wl];
     long limit = config_max_conns(&cfg);
     for (int i = 0; i < ACCEPT_BURST; i++) {
         if (atomic_load(&live_conns) >= limit) {
@@ -227,11 +191,13 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        struct conn *c = conn_new(w, fd, cfg.listen[l].tls, (struct sockaddr *)&sa, salen);
+        unsigned flags = (wl->tls ? CONN_TLS : 0) | (wl->proxy_protocol ? CONN_PROXY_PROTOCOL : 0);
+        struct conn *c = conn_new(w, fd, flags, (struct sockaddr *)&sa, salen);
         if (!c) {
             close(fd);
             continue;
         }
+        c->listener = (uint8_t)(wl - w->lis);
         if (!cfg.parking)
             conn_wake(c);    /* parking off: every connection has a serve loop from the start */
     }
@@ -241,6 +207,20 @@ static void on_scavenge(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)t, (void)revents;
     sc_scavenge();
+}
+
+/* Housekeeping timers do not keep the loop alive: started, they are unref'd. */
+static void arm_scavenge(struct worker *w)
+{
+    if (ev_is_active(&w->scavenge)) {
+        ev_ref(w->loop);
+        ev_timer_stop(w->loop, &w->scavenge);
+    }
+    if (cfg.scavenge_interval > 0) {
+        ev_timer_set(&w->scavenge, cfg.scavenge_interval, cfg.scavenge_interval);
+        ev_timer_start(w->loop, &w->scavenge);
+        ev_unref(w->loop);
+    }
 }
 
 #define TICK 1.0
@@ -260,6 +240,75 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
         worker_tick_hook(w->id, now, &w->n);
 }
 
+static void close_listener(struct worker *w, int l)
+{
+    struct worker_listener *wl = &w->lis[l];
+    if (!wl->serial)
+        return;
+    ev_io_stop(w->loop, &wl->io);
+    if (!wl->shared)
+        close(wl->fd);          /* a shared one is systemd's and the other workers' too */
+    wl->serial = 0;
+}
+
+/* Takes the configuration the main thread published last, unless this worker runs it
+ * already.  Runs from the loop, between events: no serve step or handler is running. */
+static void adopt(struct worker *w)
+{
+    struct listener lis[MAX_LISTEN];
+    bool was_parking = cfg.parking;
+    double was_scavenge = cfg.scavenge_interval;
+    pthread_mutex_lock(&published_lock);
+    unsigned gen = published_gen;
+    if (gen != w->gen) {
+        cfg = published;
+        memcpy(lis, published_listeners, sizeof lis);
+    }
+    pthread_mutex_unlock(&published_lock);
+    if (gen == w->gen)
+        return;
+    bool first = w->gen == 0;
+    w->gen = gen;
+    for (int l = 0; l < MAX_LISTEN; l++) {
+        struct worker_listener *wl = &w->lis[l];
+        if (wl->serial && wl->serial != lis[l].serial) {
+            close_listener(w, l);
+            for (struct conn *c = w->conns, *next; c; c = next) {
+                next = c->next;
+                if (c->listener == l) {          /* its address went away: drain it */
+                    c->listener = NO_LISTENER;
+                    conn_request_shutdown(c);
+                }
+            }
+        }
+        if (lis[l].serial && wl->serial != lis[l].serial) {
+            wl->serial = lis[l].serial;
+            wl->shared = lis[l].shared;
+            wl->fd = lis[l].fds[lis[l].shared ? 0 : w->id];
+            ev_io_init(&wl->io, on_accept, wl->fd, EV_READ);
+            wl->io.data = w;
+            if (w->accepting)
+                ev_io_start(w->loop, &wl->io);
+        }
+        wl->tls = lis[l].a.tls;
+        wl->proxy_protocol = lis[l].a.proxy_protocol;
+    }
+    if (first || cfg.scavenge_interval != was_scavenge)
+        arm_scavenge(w);
+    if (!first)
+        for (struct conn *c = w->conns, *next; c; c = next) {
+            next = c->next;
+            conn_arm_timer(c);               /* a shorter timeout applies now */
+            if (was_parking && !cfg.parking && !c->serve)
+                conn_wake(c);                /* parking off: every connection gets its serve loop */
+        }
+    if (worker_config_hook)
+        worker_config_hook();
+    atomic_store(&w->applied, gen);
+    if (main_loop)
+        ev_async_send(main_loop, &main_notify);
+}
+
 static void on_shutdown_deadline(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
@@ -275,17 +324,22 @@ static void on_shutdown_deadline(struct ev_loop *loop, ev_timer *t, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
+/* The main thread's word: a new configuration, or stop. */
 static void on_notify(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct worker *w = a->data;
-    if (!shutting_down || w->shutting_down)
+    if (w->shutting_down)
         return;
+    if (!atomic_load(&shutting_down)) {
+        adopt(w);
+        return;
+    }
     w->shutting_down = true;
     set_accepting(w, false);
     ev_timer_stop(loop, &w->accept_pause);
-    for (int l = 0; l < cfg.nlisten; l++)
-        close(w->listen_fd[l]);
+    for (int l = 0; l < MAX_LISTEN; l++)
+        close_listener(w, l);
     if (!w->conns) {
         ev_break(loop, EVBREAK_ALL);
         return;
@@ -302,8 +356,12 @@ static void on_notify(struct ev_loop *loop, ev_async *a, int revents)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    adopt(w);
+    set_accepting(w, true);
     ev_run(w->loop, 0);
     sc_scavenge();
+    atomic_store(&w->exited, true);
+    ev_async_send(main_loop, &main_notify);
     return NULL;
 }
 
@@ -324,11 +382,8 @@ int worker_init_loop(struct worker *w)
     ev_async_init(&w->notify, on_notify);
     w->notify.data = w;
     ev_async_start(w->loop, &w->notify);
-    if (cfg.scavenge_interval > 0) {
-        ev_timer_init(&w->scavenge, on_scavenge, cfg.scavenge_interval, cfg.scavenge_interval);
-        ev_timer_start(w->loop, &w->scavenge);
-        ev_unref(w->loop);     /* housekeeping does not keep the loop alive */
-    }
+    ev_init(&w->scavenge, on_scavenge);
+    arm_scavenge(w);
     ev_timer_init(&w->tick, on_tick, TICK, TICK);
     w->tick.data = w;
     ev_timer_start(w->loop, &w->tick);
@@ -349,24 +404,56 @@ int worker_init_loop(struct worker *w)
 #define STACK_SCALE 1
 #endif
 
-int workers_start(void)
+static void on_main_notify(struct ev_loop *loop, ev_async *a, int revents)
 {
+    (void)loop, (void)a, (void)revents;
+    main_notify_cb();
+}
+
+int workers_start(struct ev_loop *loop, void (*notify)(void))
+{
+    main_loop = loop;
+    ev_async_init(&main_notify, on_main_notify);
+    main_notify_cb = notify;
+    ev_async_start(loop, &main_notify);
     struct coro_options co = { .stack_size = cfg.coro_stack_size * STACK_SCALE, .guard_pages = cfg.coro_guard_pages,
                                .paint = cfg.coro_paint };
     coro_configure(&co);
     for (int i = 0; i < nworkers; i++) {
         struct worker *w = &workers[i];
-        if (worker_init_loop(w))
-            return -1;
-        for (int l = 0; l < cfg.nlisten; l++) {
-            ev_io_init(&w->listen_io[l], on_accept, w->listen_fd[l], EV_READ);
-            w->listen_io[l].data = w;
-        }
-        set_accepting(w, true);
-        if (pthread_create(&w->thread, NULL, worker_main, w))
+        if (worker_init_loop(w) || pthread_create(&w->thread, NULL, worker_main, w))
             return -1;
     }
     return 0;
+}
+
+unsigned workers_publish(const struct config *c)
+{
+    pthread_mutex_lock(&published_lock);
+    published = *c;
+    memcpy(published_listeners, listeners, sizeof published_listeners);
+    unsigned gen = ++published_gen;
+    pthread_mutex_unlock(&published_lock);
+    for (int i = 0; i < nworkers; i++)
+        if (workers[i].loop)
+            ev_async_send(workers[i].loop, &workers[i].notify);
+    return gen;
+}
+
+bool workers_all_applied(unsigned gen)
+{
+    for (int i = 0; i < nworkers; i++)
+        if (atomic_load(&workers[i].applied) < gen && !atomic_load(&workers[i].exited))
+            return false;
+    return true;
+}
+
+bool workers_all_exited(void)
+{
+    for (int i = 0; i < nworkers; i++)
+        if (!atomic_load(&workers[i].exited))
+            return false;
+    return true;
 }
 
 long workers_live_conns(void) { return atomic_load(&live_conns); }

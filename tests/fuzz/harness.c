@@ -47,7 +47,7 @@ void fuzz_daemon_init(void)
     mem_install_hooks();
     char err[1024];
     config_defaults(&cfg);
-    if (config_parse(&cfg, default_conf_text, default_conf_size, "(embedded default)", err, sizeof err)) {
+    if (config_parse(&cfg, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         abort();
     }
@@ -63,7 +63,8 @@ void fuzz_daemon_init(void)
     mkdir(sub, 0755);
     write_file(sub, "index.html", 10);
     snprintf(cfg.root, sizeof cfg.root, "%s", root);
-    if (app_init(err, sizeof err) || access_log_open(""))
+    app_init();
+    if (access_log_open(""))
         abort();
     conn_protocols.cleartext = &detect_proto;
     /* The fuzzers run under ASan, whose frames are larger: twice the default stack, as
@@ -85,11 +86,16 @@ static void drain(int fd)
 
 void fuzz_connection(const uint8_t *data, size_t size, bool half_close)
 {
+    fuzz_connection_flags(data, size, half_close, 0);
+}
+
+void fuzz_connection_flags(const uint8_t *data, size_t size, bool half_close, unsigned flags)
+{
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
         abort();
     struct sockaddr_in peer = { .sin_family = AF_INET, .sin_port = htons(1) };
-    struct conn *c = conn_new(&worker, sv[0], false, (struct sockaddr *)&peer, sizeof peer);
+    struct conn *c = conn_new(&worker, sv[0], flags, (struct sockaddr *)&peer, sizeof peer);
     if (!c)
         abort();
     size_t off = 0;

@@ -48,6 +48,7 @@ void config_defaults(struct config *c)
     c->max_concurrent_streams = 100;
     c->max_header_list_size = 65536;
     c->initial_window_size = 65535;
+    c->hpack_encoder_table_size = 4096;
     c->connection_window_size = 1 << 20;
     c->max_resets_per_second = 200;
     c->coro_stack_size = CORO_DEFAULT_STACK;
@@ -279,6 +280,7 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
         { "initial_window_size", &c->initial_window_size, 1, 0x7fffffff },
         { "connection_window_size", &c->connection_window_size, 65535, 0x7fffffff },
         { "max_resets_per_second", &c->max_resets_per_second, 1, 1000000 },
+        { "hpack_encoder_table_size", &c->hpack_encoder_table_size, 0, 65536 },
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].name)) {

@@ -47,6 +47,7 @@ struct config {
     uint32_t initial_window_size;
     uint32_t connection_window_size;
     uint32_t max_resets_per_second;
+    uint32_t hpack_encoder_table_size;
     size_t coro_stack_size;
     bool coro_guard_pages;
     bool coro_paint;

@@ -352,6 +352,8 @@ static int respond(struct request *r, int status, const struct header *h, size_t
     }
     if (buf_reserve(&r->resp, need))
         return -1;
+    size_t was = r->resp.len;
+    uint32_t was_fields = r->nresp;
     char *p = r->resp.data + r->resp.len;
     memcpy(p, "date", 5);
     memcpy(p + 5, http_date_now(), HTTP_DATE_LEN + 1);
@@ -376,6 +378,8 @@ static int respond(struct request *r, int status, const struct header *h, size_t
     r->out_progress = ev_now(r->c->w->loop);
     if (r->ops->respond(r)) {
         r->responded = false;
+        r->resp.len = was;          /* a handler that tries again starts from the same fields */
+        r->nresp = was_fields;
         return -1;
     }
     request_arm_timer(r);

@@ -99,10 +99,17 @@ if command -v promtool >/dev/null; then
 else
   echo "ok promtool_check_metrics # SKIP promtool not installed (apt-get install prometheus)"
 fi
+# HPACK: the fields that repeat (server, content-type) are indexed and the second response
+# refers to them; the date and a file's modification time are sent never-indexed (they
+# change), and its etag without indexing (nghttp2's rule).
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+f=$($PY "$(dirname "$0")/h2fields.py" "$PORT" /index.html)
+echo "$f" | $PY -c 'import re, sys; e1, e2, b1, b2, never = re.match(r"entries=(\d+)/(\d+) bytes=(\d+)/(\d+) never=(\S+)$", sys.stdin.read().strip()).groups(); assert int(e1) >= 2 and e1 == e2 and int(b2) < int(b1) and never == "date,last-modified"'
+check hpack_repeating_fields_indexed $? "$f"
 stop_daemon
 
-# json access log, and Server turned off.
-printf 'access_log_format = json\nserver_header = off\n' > "$TMP/json.conf"
+# json access log, Server turned off, and no response field indexed.
+printf 'access_log_format = json\nserver_header = off\nhpack_encoder_table_size = 0\n' > "$TMP/json.conf"
 start_daemon -c "$TMP/json.conf" --access-log "$TMP/json.log"
 H="http://127.0.0.1:$PORT"
 out=$(c1 -D - -o /dev/null -A 'a"b' "$H/")
@@ -111,6 +118,8 @@ sleep 0.3
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 tail -1 "$TMP/json.log" | $PY -c 'import json, sys; d = json.loads(sys.stdin.read()); assert d["user_agent"] == "a\"b" and d["status"] == 200 and d["protocol"] == "http/1.1" and d["target"] == "/", d'
 check access_log_json $? "$(tail -1 "$TMP/json.log")"
+f=$($PY "$(dirname "$0")/h2fields.py" "$PORT" /index.html)
+case $f in "entries=0/0 "*) true ;; *) false ;; esac; check hpack_encoder_table_size_zero $? "$f"
 
 # The dashboard: its data, and the page as a browser draws it.
 h2load_idle 50 "$H" 10

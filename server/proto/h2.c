@@ -62,13 +62,14 @@ struct h2_stream {
     struct request r;
     int32_t id;
     bool deferred;                 /* nghttp2 waits for resume_data */
+    /* The HEADERS frame's own values: nghttp2 reads them, uncopied, when it packs it. */
+    char status[4], length[24];
 };
 
 static struct h2_conn *H(const struct conn *c) { return c->proto_state; }
 static struct h2_stream *S(struct request *r) { return container_of(r, struct h2_stream, r); }
 
 static nghttp2_session_callbacks *callbacks;
-static nghttp2_option *options;
 
 /* ---- the session's memory ---- */
 
@@ -169,39 +170,51 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
 }
 
 /* Response fields whose values are new with nearly every response (a date, a file's
- * validators, a length, a redirect) are sent without indexing (RFC 7541 section 6.2.2):
+ * modification time, a range) are marked not to be indexed (RFC 7541 section 6.2.3):
  * entered in the HPACK table they would only push out the ones that repeat - server,
  * content-type, accept-ranges - and each entry is memory the connection keeps while it
- * is parked. */
+ * is parked.  nghttp2 already leaves out etag, location and content-length. */
 static bool unique_value(const char *name, size_t len)
 {
     switch (len) {
-    case 4: return !memcmp(name, "date", 4) || !memcmp(name, "etag", 4);
-    case 8: return !memcmp(name, "location", 8);
+    case 4: return !memcmp(name, "date", 4);
     case 13: return !memcmp(name, "last-modified", 13) || !memcmp(name, "content-range", 13);
     default: return false;
     }
 }
 
+/* HTTP/2 field names are lower case (RFC 9113 section 8.2.1); the request API takes any. */
+static void lower_case(char *name, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            name[i] = (char)(name[i] + ('a' - 'A'));
+}
+
+/* Every name and value stays where it is - r->resp and the stream - until the HEADERS
+ * frame is packed (or dropped with its stream), so nghttp2 is told not to copy them. */
+#define NV_NO_COPY (NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
+
 static int stream_respond(struct request *r)
 {
     struct h2_stream *s = S(r);
-    char status[4], length[24];
     int code = r->status % 1000;
-    status[0] = (char)('0' + code / 100), status[1] = (char)('0' + code / 10 % 10), status[2] = (char)('0' + code % 10);
+    s->status[0] = (char)('0' + code / 100), s->status[1] = (char)('0' + code / 10 % 10);
+    s->status[2] = (char)('0' + code % 10);
     nghttp2_nv nv[MAX_RESPONSE_HEADERS + 2];
     size_t n = 0;
-    nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE };
+    nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)s->status, 7, 3, NV_NO_COPY };
     for (size_t off = 0; off < r->resp.len && n < MAX_RESPONSE_HEADERS + 1;) {
         char *name = r->resp.data + off;
         size_t nl = strlen(name), vl = strlen(name + nl + 1);
         off += nl + vl + 2;
+        lower_case(name, nl);
         nv[n++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)name + nl + 1, nl, vl,
-                                unique_value(name, nl) ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE };
+                                NV_NO_COPY | (unique_value(name, nl) ? NGHTTP2_NV_FLAG_NO_INDEX : 0) };
     }
     if (r->out_length >= 0 && r->status != 304 && r->status != 204) {
-        size_t ll = u64_dec(length, (uint64_t)r->out_length);
-        nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)length, 14, ll, NGHTTP2_NV_FLAG_NO_INDEX };
+        size_t ll = u64_dec(s->length, (uint64_t)r->out_length);
+        nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)s->length, 14, ll, NV_NO_COPY };
     }
     nghttp2_data_provider provider = { .source.ptr = s, .read_callback = data_source_read };
     return nghttp2_submit_response(H(r->c)->session, s->id, nv, n, r->out_eof ? NULL : &provider) ? -1 : 0;
@@ -581,13 +594,23 @@ static void init_once(void)
     nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
     nghttp2_session_callbacks_set_data_source_read_length_callback(callbacks, data_length);
-    nghttp2_option_new(&options);
-    nghttp2_option_set_no_auto_window_update(options, 1);
+}
+
+/* Made for each session from the configuration it starts under (a reload changes them). */
+static nghttp2_option *session_options(void)
+{
+    nghttp2_option *o;
+    if (nghttp2_option_new(&o))
+        return NULL;
+    nghttp2_option_set_no_auto_window_update(o, 1);
     /* Closed streams are not kept for the priority tree: their memory goes at once. */
-    nghttp2_option_set_no_closed_streams(options, 1);
+    nghttp2_option_set_no_closed_streams(o, 1);
     /* Our own reset limit (max_resets_per_second) acts first; nghttp2's stays as a
      * backstop above it. */
-    nghttp2_option_set_stream_reset_rate_limit(options, 4ull * cfg.max_resets_per_second, 2ull * cfg.max_resets_per_second);
+    nghttp2_option_set_stream_reset_rate_limit(o, 4ull * cfg.max_resets_per_second, 2ull * cfg.max_resets_per_second);
+    /* Every entry of the response HPACK table is memory a parked connection keeps. */
+    nghttp2_option_set_max_deflate_dynamic_table_size(o, cfg.hpack_encoder_table_size);
+    return o;
 }
 
 /* ---- the protocol, for the connection core ---- */
@@ -601,7 +624,10 @@ static int h2_start(struct conn *c)
         return -1;
     c->proto_state = h;
     nghttp2_mem mem = { h, mem_malloc, mem_free, mem_calloc, mem_realloc };   /* nghttp2 keeps a copy */
-    if (nghttp2_session_server_new3(&h->session, callbacks, c, options, &mem))
+    nghttp2_option *options = session_options();
+    int failed = !options || nghttp2_session_server_new3(&h->session, callbacks, c, options, &mem);
+    nghttp2_option_del(options);
+    if (failed)
         return -1;
     h->in.magic_left = PREFACE_LEN;
     h->glitch_tokens = (float)GLITCH_BURST;

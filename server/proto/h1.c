@@ -122,16 +122,13 @@ static struct h1_conn *state(struct conn *c)
 }
 
 /* Nothing in progress and nothing queued: give the memory back. */
+static void h1_destroy(struct conn *c);
 static void maybe_free_state(struct conn *c)
 {
     struct h1_conn *h = H(c);
     if (!h || h->cur || h->phase != H1_IDLE || c->in.len)
         return;
-    buf_free(&h->field);
-    buf_free(&h->value);
-    buf_free(&h->target);
-    sc_free(h);
-    c->proto_state = NULL;
+    h1_destroy(c);
     buf_free(&c->in);
 }
 

@@ -1,11 +1,13 @@
 # h2park: everything builds into $(BUILD) (build/ by default).
 #
-#   make                   the daemon, libscalloc.a, tools, tests and benches
+#   make                   the daemon, libscalloc.a and libscalloc.so, tools, tests and benches
 #   make run               build and start the daemon on the embedded default config
 #   make test              build and run every test; SAN=1 under ASan+UBSan; TSAN=1 the
 #                          allocator, coroutine and stress tests under ThreadSanitizer
-#   make install           libscalloc.a, its headers and scalloc.pc under PREFIX (/usr/local),
-#                          staged under DESTDIR if set
+#   make install           libscalloc.a (and .so), its headers and scalloc.pc under PREFIX
+#                          (/usr/local), staged under DESTDIR if set
+#   make test-preload      real programs (python3, gcc, git, perl, sqlite3, nghttpd, redis)
+#                          run with LD_PRELOAD=build/libscalloc.so, their output checked
 #   make bench-alloc       allocator benchmark (figures in the README)
 #   make bench-coro        coroutine benchmark
 #   make fuzz              every libFuzzer target for FUZZ_SECONDS each (clang)
@@ -66,7 +68,7 @@ $(shell mkdir -p $(BUILD)/obj $(BUILD)/gen; \
 
 ALLOC_SRC := alloc/fatal.c alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c \
              alloc/malloc.c alloc/quarantine.c alloc/scavenge.c alloc/growth.c alloc/stats.c \
-             alloc/fork.c alloc/valgrind.c
+             alloc/fork.c alloc/valgrind.c alloc/foreign.c
 ALLOC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/obj/%.o)
 GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h
 
@@ -76,6 +78,13 @@ GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/
 # interceptors) that a free here would reject; there mem.c's hooks route the libraries.
 MALLOC_OBJ := $(BUILD)/obj/alloc/export.o
 DAEMON_MALLOC := $(if $(filter 00,$(SAN)$(TSAN)),$(MALLOC_OBJ))
+
+# The drop-in malloc for LD_PRELOAD: the same sources built position-independent, with
+# initial-exec TLS (SC_SHARED), exporting what alloc/libscalloc.map lists.  Not in
+# sanitizer builds, whose runtimes must be the first allocator a process loads.
+PIC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/alloc/export.o $(BUILD)/pic/alloc/report.o \
+           $(BUILD)/pic/alloc/newdelete.o
+SHARED_LIB := $(if $(filter 00,$(SAN)$(TSAN)),$(BUILD)/libscalloc.so)
 
 CORO_SRC := coro/coro.c coro/switch_ucontext.c
 CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
@@ -91,12 +100,15 @@ UNIT_TESTS := $(BUILD)/tests/test_alloc $(if $(DAEMON_MALLOC),$(BUILD)/tests/tes
               $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
 BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
 
-TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
+# What tests/e2e_preload.sh runs under the drop-in (built against glibc alone).
+PRELOAD_TESTS := $(if $(SHARED_LIB),$(BUILD)/tests/preload_corners $(BUILD)/tests/libpreload_tls.so)
+
+TARGETS := $(BUILD)/libscalloc.a $(SHARED_LIB) $(BUILD)/sc-classes $(UNIT_TESTS) $(PRELOAD_TESTS) $(BENCHES)
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
 
-.PHONY: all run test install bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
+.PHONY: all run test test-preload install bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
 all: $(BUILD)/.deps-build $(TARGETS)
 
 $(BUILD)/.deps-build: scripts/ensure-deps.sh
@@ -122,6 +134,9 @@ $(BUILD)/gen/sc_config.h: $(BUILD)/flags
 $(BUILD)/obj/%.o: %.c $(GEN) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/pic/%.o: %.c $(GEN) $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -fno-semantic-interposition -DSC_SHARED=1 -MMD -MP -c -o $@ $<
 $(BUILD)/obj/%.o: %.S $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
@@ -135,6 +150,10 @@ $(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/flags
 
 $(BUILD)/libscalloc.a: $(ALLOC_OBJ)
 	rm -f $@ && ar rcs $@ $^
+# -z nodelete: memory it handed out may outlive any dlclose.
+$(BUILD)/libscalloc.so: $(PIC_OBJ) alloc/libscalloc.map
+	$(CC) -shared -o $@ $(PIC_OBJ) -Wl,--version-script=alloc/libscalloc.map -Wl,-Bsymbolic \
+	  -Wl,-z,nodelete $(LDFLAGS_ALL)
 $(BUILD)/libcoro.a: $(CORO_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
@@ -153,6 +172,12 @@ $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
 $(BUILD)/tests/test_export: $(BUILD)/obj/tests/test_export.o $(MALLOC_OBJ) $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/preload_corners: $(BUILD)/obj/tests/preload_corners.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
+$(BUILD)/tests/libpreload_tls.so: tests/preload_tls.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< $(LDFLAGS_ALL)
 $(BUILD)/tests/test_stress: $(BUILD)/obj/tests/test_stress.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
@@ -189,9 +214,10 @@ run: all
 # file whose Libs carry what linking it needs (the sanitizer runtime in SAN/TSAN builds).
 PREFIX ?= /usr/local
 SC_VERSION := 0.1.0
-install: $(BUILD)/libscalloc.a $(GEN)
+install: $(BUILD)/libscalloc.a $(SHARED_LIB) $(GEN)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/scalloc
 	install -m 644 $(BUILD)/libscalloc.a $(DESTDIR)$(PREFIX)/lib/
+	$(if $(SHARED_LIB),install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/)
 	install -m 644 alloc/scalloc.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h \
 	  $(DESTDIR)$(PREFIX)/include/scalloc/
 	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include/scalloc' 'libdir=$${prefix}/lib' '' \
@@ -216,6 +242,10 @@ endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/checks CORO_CHECKS=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/checks/tests/test_coro
 	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
 
+# The drop-in under real programs alone (make test runs it too).
+test-preload: $(BUILD)/.deps-test all
+	@BUILD=$(BUILD) TESTS= E2E=tests/e2e_preload.sh tests/run.sh
+
 bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park
 	@BUILD=$(BUILD) bench/bench-alloc.sh
@@ -227,4 +257,4 @@ bench-coro: $(BUILD)/.deps-bench all
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)

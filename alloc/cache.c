@@ -22,7 +22,7 @@
 #define REFILL_SCAN 8
 
 sc_span sc_empty_span;
-__thread sc_cache sc_tls __attribute__((tls_model("local-exec"))) = {
+__thread sc_cache sc_tls SC_TLS = {
     .cur = { [0 ... SC_NSPANCLASS - 1] = &sc_empty_span },
 };
 

@@ -28,10 +28,14 @@
  *   them over all spans (the page heap keeps the totals of spans that are gone).
  * - Layers call downward only: malloc.c (entry points) -> cache.c (per-thread caches)
  *   -> central.c (spans of exited threads) -> span.c -> pageheap.c, the floor, which
- *   calls nothing above it; fatal.c and valgrind.c are leaves everyone may call.
+ *   calls nothing above it; fatal.c, foreign.c and valgrind.c are leaves everyone may call.
  *   scavenge.c, stats.c and fork.c sit on top and reach into several layers; export.c
  *   (the C library's malloc family) is built on the public API alone.
- * - libscalloc.a is for linking into executables: its TLS is local-exec.
+ * - libscalloc.a is for linking into executables: its TLS is local-exec, one
+ *   segment-relative access.  libscalloc.so (SC_SHARED, built -fPIC) is loaded with the
+ *   program (LD_PRELOAD or DT_NEEDED), so its TLS is initial-exec: a static offset read
+ *   from the GOT, one instruction more, and no __tls_get_addr call (which global-dynamic
+ *   would make, and which may itself call malloc).
  * - In ASan builds (SAN=1) a free object and every byte of a span not handed out is
  *   poisoned, so that ASan reports any access to them; the allocator's own reads and
  *   writes of a free object's link word open it for that access (sc_link_load,
@@ -97,6 +101,11 @@
 #define SC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SC_HIDDEN __attribute__((visibility("hidden")))
+#if defined(SC_SHARED) && SC_SHARED
+#define SC_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define SC_TLS __attribute__((tls_model("local-exec")))
+#endif
 
 /* A span class is a size class and whether the span holds coroutine stacks; heap span
  * classes equal their size class, so the malloc path indexes with the class itself. */
@@ -191,7 +200,7 @@ struct sc_heap {
 
 extern struct sc_heap sc_heap SC_HIDDEN;
 extern sc_span sc_empty_span SC_HIDDEN;
-extern __thread sc_cache sc_tls SC_HIDDEN __attribute__((tls_model("local-exec")));
+extern __thread sc_cache sc_tls SC_HIDDEN SC_TLS;
 /* Remote frees collected by owners, by span class (one add per collected list). */
 extern _Atomic uint64_t sc_remote_collected[SC_NSPANCLASS] SC_HIDDEN;
 
@@ -376,6 +385,9 @@ void sc_vg_malloclike(void *p, size_t n, bool zeroed) SC_HIDDEN;
 void sc_vg_freelike(void *p) SC_HIDDEN;
 void sc_vg_noaccess(void *p, size_t n) SC_HIDDEN;
 void sc_vg_defined(void *p, size_t n) SC_HIDDEN;
+/* foreign.c: false (0) unless the drop-in passed p to the allocator that owns it */
+bool sc_foreign_free(void *p) SC_HIDDEN;
+size_t sc_foreign_usable(void *p) SC_HIDDEN;
 /* fatal.c */
 __attribute__((noreturn, format(printf, 1, 2))) void sc_fatal(const char *fmt, ...) SC_HIDDEN;
 

@@ -146,6 +146,8 @@ void sc_free_slow(void *p, sc_span *s)
 {
     if (!p)
         return;
+    if (!s && !(s = sc_span_lookup(p)) && sc_foreign_free(p))
+        return;
     s = check_free(p, s);
     if (s->state == SC_SPAN_LARGE) {
         free_large(s, p);
@@ -242,6 +244,9 @@ size_t sc_usable_size(const void *p)
     if (!p)
         return 0;
     sc_span *s = sc_span_lookup(p);
+    size_t foreign;
+    if (!s && (foreign = sc_foreign_usable((void *)p)))
+        return foreign;
     if (!s || s->state == SC_SPAN_FREE)
         sc_fatal("sc_usable_size(%p): not a pointer this heap returned", p);
     if (s->state == SC_SPAN_LARGE)

@@ -9,8 +9,11 @@
  *
  * sc_malloc is inline so that a compile-time-constant size of 1..80 bytes calls the
  * function specialized for its class directly (Go 1.27's size-specialized malloc); a
- * library built with make SIZE_SPECIALIZED=0 takes the generic path.  sc_config.h,
- * generated and installed beside this header, says which: users need no -D. */
+ * library built with make SIZE_SPECIALIZED=0 takes the generic path.  Requests of a few
+ * bytes (SC_TINY_MASK: 1..6 and 9..14) share 16-byte blocks, as Go's tiny allocator packs
+ * them, each aligned for any type of its size or smaller; make TINY=0 turns that off.
+ * sc_config.h, generated and installed beside this header, says how the library was
+ * built: users need no -D. */
 #ifndef SCALLOC_H
 #define SCALLOC_H
 
@@ -36,11 +39,15 @@ struct sc_stats {
     uint64_t stack_inuse;          /* bytes in spans holding coroutine stacks */
     uint64_t mallocs, frees;       /* heap objects allocated and freed, all time */
     uint64_t large_alloc;          /* bytes in live objects above 32 KiB */
+    uint64_t tiny_allocs, tiny_frees;  /* tiny objects (in mallocs and frees too) */
+    uint64_t tiny_blocks;          /* live 16-byte blocks holding them (in heap_alloc) */
+    uint64_t tiny_block_allocs;    /* blocks ever taken: tiny_allocs / this = objects per block */
     struct sc_class_stats by_class[SC_NUM_CLASSES];
 };
 
 struct sc_config {
     int size_specialized;          /* how this library was built */
+    int tiny;                      /* requests of SC_TINY_MASK's sizes share 16-byte blocks */
     size_t page_size;
     size_t arena_bytes;            /* address space reserved for the heap */
     size_t grow_bytes;             /* how much the heap takes into use at a time */
@@ -72,10 +79,17 @@ void  sc_get_config(struct sc_config *out);
 /* Indexed by the requested size (0..80), like Go's mallocNoScanTable. */
 extern void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void);
 
+/* A tiny request of n bytes (sc_malloc of a constant tiny size calls sc_malloc_tiny_n). */
+void *sc_malloc_tiny(size_t n);
+
 static inline __attribute__((always_inline, malloc)) void *sc_malloc(size_t n)
 {
 #if SC_SIZE_SPECIALIZED
     if (__builtin_constant_p(n) && n >= 1 && n <= SC_SPECIALIZED_LIMIT) {
+#if SC_TINY
+        if (n < 16 && (SC_TINY_MASK >> n & 1))
+            return SC_TINY_DISPATCH(n);
+#endif
         return SC_SPECIALIZED_DISPATCH(n);
     }
     if (n - 1 < SC_SPECIALIZED_LIMIT)

@@ -21,7 +21,8 @@ void sc_read_stats(struct sc_stats *out)
     pthread_mutex_lock(&lock);
     /* Remote frees before the spans: one collected in between then counts once in
      * nfreed and not yet as pending, rather than twice. */
-    sc_cache_sum(nremote, &cached);
+    uint64_t tiny[2];
+    sc_cache_sum(nremote, &cached, tiny);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] -= atomic_load_explicit(&sc_remote_collected[sc], memory_order_relaxed);
 #if SC_ASAN
@@ -46,6 +47,18 @@ void sc_read_stats(struct sc_stats *out)
         out->frees += f;
         out->heap_alloc += (m - f) * sc_class_size[cls];
     }
+    /* Tiny objects count as objects (in the 16-byte class, their blocks'); the blocks they
+     * share count as heap bytes. */
+    uint64_t bm = nalloc[SC_TINY_SPANS], bf = nfreed[SC_TINY_SPANS] + nremote[SC_TINY_SPANS];
+    out->tiny_blocks = bm - (bf > bm ? bm : bf);
+    out->tiny_block_allocs = bm;
+    out->heap_alloc += out->tiny_blocks * sc_class_size[SC_SPANCLASS_CLASS(SC_TINY_SPANS)];
+    out->tiny_allocs = tiny[0];
+    out->tiny_frees = tiny[1] > tiny[0] ? tiny[0] : tiny[1];
+    out->mallocs += out->tiny_allocs;
+    out->frees += out->tiny_frees;
+    out->by_class[2].mallocs += out->tiny_allocs;     /* the class of their blocks */
+    out->by_class[2].frees += out->tiny_frees;
     pthread_mutex_unlock(&lock);
     pthread_mutex_lock(&sc_heap.lock);
     /* Large objects: the page heap's counts, and those the threads' caches served. */

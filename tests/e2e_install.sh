@@ -13,6 +13,10 @@ $CC -std=gnu11 -O2 -o "$TMP/scalloc_user" tests/scalloc_user.c $flags >"$TMP/cc.
 check builds_with_pkg_config $? "$CC ... $flags: $(head -5 "$TMP/cc.log")"
 out=$("$TMP/scalloc_user" 2>&1)
 echo "$out" | grep -q '^ok scalloc_user'; check installed_library_runs $? "$out"
+if [ -f "$BUILD/libscalloc.so" ]; then
+  [ -x "$TMP/prefix/lib/libscalloc.so" ] && LD_PRELOAD=$TMP/prefix/lib/libscalloc.so /bin/true
+  check installs_the_drop_in $? "$(ls -l "$TMP/prefix/lib")"
+fi
 [ "$(ls "$TMP/prefix/include/scalloc")" = "$(printf 'sc_config.h\nsc_specialized.h\nscalloc.h')" ]
 check one_include_directory $? "$(ls "$TMP/prefix/include/scalloc")"
 

@@ -20,7 +20,7 @@
 
 BUILD ?= build
 SIZE_SPECIALIZED ?= 1
-TINY ?= 1
+TINY ?= 0
 CORO ?= asm
 SAN ?= 0
 TSAN ?= 0
@@ -64,7 +64,8 @@ ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthrea
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
 SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
 
-# The tiny allocator is off in ASan builds (alloc/tiny.c says why).
+# The tiny allocator: off by default (the README's Allocator section has the figures
+# behind that), and always off in ASan builds (alloc/tiny.c says why).
 SC_TINY := $(if $(filter 0,$(SAN)),$(TINY),0)
 
 # Objects depend on the flags they were built with.
@@ -241,7 +242,8 @@ install: $(BUILD)/libscalloc.a $(SHARED_LIB) $(GEN)
 # the checked inline switch pass the same unit tests.  Under
 # ThreadSanitizer only the threaded parts run (the allocator, the coroutines, the
 # stress) and no end-to-end test.
-VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/notiny/tests/test_alloc $(BUILD)/ucontext/tests/test_coro \
+VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/tiny/tests/test_alloc $(BUILD)/tiny/tests/test_stress \
+                 $(BUILD)/ucontext/tests/test_coro \
                  $(BUILD)/checks/tests/test_coro
 ifeq ($(TSAN),1)
 TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
@@ -251,7 +253,7 @@ TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))
 test: $(BUILD)/.deps-test all
 endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/notiny TINY=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/notiny/tests/test_alloc
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/tiny/tests/test_alloc $(BUILD)/tiny/tests/test_stress
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/checks CORO_CHECKS=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/checks/tests/test_coro
 	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
@@ -262,14 +264,14 @@ test-preload: $(BUILD)/.deps-test all
 
 bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/notiny TINY=0 $(BUILD)/notiny/bench/bench_alloc
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 $(BUILD)/tiny/bench/bench_alloc
 	@BUILD=$(BUILD) bench/bench-alloc.sh
 	@$(MAKE) --no-print-directory bench-programs
 
 # The drop-in against glibc, jemalloc, mimalloc and tcmalloc on workloads and programs
 # (the README's table); BENCH_QUICK=1 runs one short round.
 bench-programs: $(BUILD)/.deps-bench all
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/notiny TINY=0 $(BUILD)/notiny/libscalloc.so
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 $(BUILD)/tiny/libscalloc.so
 	@BUILD=$(BUILD) bench/bench-programs.sh $(if $(BENCH_QUICK),--quick)
 
 bench-coro: $(BUILD)/.deps-bench all

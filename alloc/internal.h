@@ -280,7 +280,7 @@ static inline bool sc_owned_here(const sc_span *s)
  * every tiny object and sends it to the slow path, which knows the block's bitmap. */
 static inline uintptr_t sc_owner_tag(unsigned spanclass)
 {
-    return sc_thread_id() | (spanclass == SC_TINY_SPANS);
+    return sc_thread_id() | (SC_TINY && spanclass == SC_TINY_SPANS);
 }
 
 /* NULL outside the grown heap; inside it never NULL (pages in no span map to a FREE

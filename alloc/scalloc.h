@@ -9,9 +9,10 @@
  *
  * sc_malloc is inline so that a compile-time-constant size of 1..80 bytes calls the
  * function specialized for its class directly (Go 1.27's size-specialized malloc); a
- * library built with make SIZE_SPECIALIZED=0 takes the generic path.  Requests of a few
- * bytes (SC_TINY_MASK: 1..6 and 9..14) share 16-byte blocks, as Go's tiny allocator packs
- * them, each aligned for any type of its size or smaller; make TINY=0 turns that off.
+ * library built with make SIZE_SPECIALIZED=0 takes the generic path.  A library built
+ * with make TINY=1 packs requests of a few bytes (SC_TINY_MASK: 1..6 and 9..14) into
+ * shared 16-byte blocks, as Go's tiny allocator does, each aligned for any type of its
+ * size or smaller; it is off by default (the README says why).
  * sc_config.h, generated and installed beside this header, says how the library was
  * built: users need no -D. */
 #ifndef SCALLOC_H

@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench-programs.sh [--quick]: whole allocators compared by LD_PRELOAD on workloads and real
-# programs - scalloc (build/libscalloc.so; and build/notiny/libscalloc.so, the same without
-# the tiny allocator, where built), glibc (nothing preloaded), jemalloc, mimalloc and
+# programs - scalloc (build/libscalloc.so; and build/tiny/libscalloc.so, the same with the
+# tiny allocator, where built), glibc (nothing preloaded), jemalloc, mimalloc and
 # tcmalloc (Debian's libraries, where installed).  Prints the README's tables (Markdown)
 # and keeps them in $BUILD/bench/programs-report.md, the raw figures in programs-raw.tsv.
 #
@@ -27,10 +27,10 @@ TMP=$(mktemp -d)
 RPID=
 trap '[ -n "$RPID" ] && kill -9 "$RPID" 2>/dev/null; rm -rf "$TMP"' EXIT
 
-declare -A PRE=([scalloc]=$PWD/$BUILD/libscalloc.so [scalloc-notiny]=$PWD/$BUILD/notiny/libscalloc.so [glibc]=
+declare -A PRE=([scalloc]=$PWD/$BUILD/libscalloc.so [scalloc-tiny]=$PWD/$BUILD/tiny/libscalloc.so [glibc]=
   [jemalloc]=$LIB/libjemalloc.so.2 [mimalloc]=$LIB/libmimalloc.so.2 [tcmalloc]=$LIB/libtcmalloc_minimal.so.4)
 ALLOCS=""
-for a in scalloc scalloc-notiny glibc jemalloc mimalloc tcmalloc; do
+for a in scalloc scalloc-tiny glibc jemalloc mimalloc tcmalloc; do
   if [ -z "${PRE[$a]}" ] || [ -f "${PRE[$a]}" ]; then ALLOCS="$ALLOCS $a"; else echo "# $a: ${PRE[$a]} not found" >&2; fi
 done
 set -- $ALLOCS; NALLOC=$#
@@ -113,7 +113,7 @@ END {
     w = Wl[k]; best = ""; line = "| " w " |"
     for (i = 1; i <= na; i++) {
       v[i] = (w == "redis") ? median(o[w, A[i]]) : median(t[w, A[i]])
-      if (w != "scalloc-notiny" && A[i] != "scalloc-notiny" && (best == "" || (w == "redis" ? v[i] > best : v[i] < best))) best = v[i]
+      if (w != "scalloc-tiny" && A[i] != "scalloc-tiny" && (best == "" || (w == "redis" ? v[i] > best : v[i] < best))) best = v[i]
     }
     for (i = 1; i <= na; i++) {
       f = (w == "redis") ? sprintf("%.0f", v[i]) : sprintf("%.3f", v[i])
@@ -126,7 +126,7 @@ END {
   print "\n**Peak RSS (MiB)**\n"; print hdr " scalloc vs lowest |"; print sep "---:|"
   for (k = 1; k <= nw; k++) {
     w = Wl[k]; best = ""; line = "| " w " |"
-    for (i = 1; i <= na; i++) { v[i] = median(r[w, A[i]]) / 1024; if (A[i] != "scalloc-notiny" && (best == "" || v[i] < best)) best = v[i] }
+    for (i = 1; i <= na; i++) { v[i] = median(r[w, A[i]]) / 1024; if (A[i] != "scalloc-tiny" && (best == "" || v[i] < best)) best = v[i] }
     for (i = 1; i <= na; i++) {
       f = sprintf("%.1f", v[i]); line = line " " (v[i] == best ? "**" f "**" : f) " |"
       if (A[i] == "scalloc") sc = v[i]

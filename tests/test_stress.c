@@ -325,11 +325,11 @@ static void threads_share_the_heap(void)
     sc_get_config(&cfg);
     uint64_t usable = 0, tiny = 0;
     for (size_t i = 0; i < norphans; i++) {
-        size_t n = orphans[i].n;
-        if (cfg.tiny && n < 16 && (SC_TINY_MASK >> n & 1))
-            tiny++;
+        size_t n = orphans[i].n, u = sc_usable_size(orphans[i].p);
+        if (cfg.tiny && n < 16 && (SC_TINY_MASK >> n & 1) && u <= 14)
+            tiny++;             /* (a tiny request that took a class object has 16 bytes) */
         else
-            usable += sc_usable_size(orphans[i].p);
+            usable += u;
     }
     sc_read_stats(&st1);
     usable += (st1.tiny_blocks - st0.tiny_blocks) * 16;

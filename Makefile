@@ -92,6 +92,10 @@ DAEMON_MALLOC := $(if $(filter 00,$(SAN)$(TSAN)),$(MALLOC_OBJ))
 PIC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/alloc/export.o $(BUILD)/pic/alloc/report.o \
            $(BUILD)/pic/alloc/newdelete.o
 SHARED_LIB := $(if $(filter 00,$(SAN)$(TSAN)),$(BUILD)/libscalloc.so)
+# The same for static linking: an archive of export.o alone, which a program names before
+# libscalloc.a (its undefined malloc pulls the member in); kept out of libscalloc.a so that
+# linking the heap never replaces a program's malloc unasked.
+MALLOC_LIB := $(if $(DAEMON_MALLOC),$(BUILD)/libscalloc_malloc.a)
 
 CORO_SRC := coro/coro.c coro/switch_ucontext.c
 CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
@@ -110,7 +114,7 @@ BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro $(BUILD)/bench/b
 # What tests/e2e_preload.sh runs under the drop-in (built against glibc alone).
 PRELOAD_TESTS := $(if $(SHARED_LIB),$(BUILD)/tests/preload_corners $(BUILD)/tests/libpreload_tls.so)
 
-TARGETS := $(BUILD)/libscalloc.a $(SHARED_LIB) $(BUILD)/sc-classes $(UNIT_TESTS) $(PRELOAD_TESTS) $(BENCHES)
+TARGETS := $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(BUILD)/sc-classes $(UNIT_TESTS) $(PRELOAD_TESTS) $(BENCHES)
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
@@ -161,6 +165,8 @@ $(BUILD)/libscalloc.a: $(ALLOC_OBJ)
 $(BUILD)/libscalloc.so: $(PIC_OBJ) alloc/libscalloc.map
 	$(CC) -shared -o $@ $(PIC_OBJ) -Wl,--version-script=alloc/libscalloc.map -Wl,-Bsymbolic \
 	  -Wl,-z,nodelete $(LDFLAGS_ALL)
+$(BUILD)/libscalloc_malloc.a: $(MALLOC_OBJ)
+	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libcoro.a: $(CORO_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
@@ -227,9 +233,9 @@ run: all
 # .so beside it is the drop-in for LD_PRELOAD.
 PREFIX ?= /usr/local
 SC_VERSION := 0.1.0
-install: $(BUILD)/libscalloc.a $(SHARED_LIB) $(GEN)
+install: $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(GEN)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/scalloc
-	install -m 644 $(BUILD)/libscalloc.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libscalloc.a $(MALLOC_LIB) $(DESTDIR)$(PREFIX)/lib/
 	$(if $(SHARED_LIB),install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/)
 	install -m 644 alloc/scalloc.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h \
 	  $(DESTDIR)$(PREFIX)/include/scalloc/

@@ -57,7 +57,8 @@ __attribute__((destructor)) static void report_at_exit(void)
     if (!path || !*path)
         return;
     struct sc_stats st;
-    sc_read_stats(&st);
+    struct sc_tiny_stats tiny;
+    sc_read_tiny_stats(&tiny, &st);
     char name[32], line[512];
     comm(name, sizeof name);
     int n = snprintf(line, sizeof line,
@@ -67,8 +68,8 @@ __attribute__((destructor)) static void report_at_exit(void)
                      name, (int)getpid(), (unsigned long long)st.mallocs, (unsigned long long)st.frees,
                      (unsigned long long)st.heap_alloc, (unsigned long long)st.heap_inuse,
                      (unsigned long long)st.heap_sys, (unsigned long long)st.large_alloc,
-                     (unsigned long long)st.tiny_allocs, (unsigned long long)st.tiny_frees,
-                     (unsigned long long)st.tiny_blocks, (unsigned long long)st.tiny_block_allocs, status_kb("VmHWM"));
+                     (unsigned long long)tiny.allocs, (unsigned long long)tiny.frees,
+                     (unsigned long long)tiny.blocks, (unsigned long long)tiny.block_allocs, status_kb("VmHWM"));
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return;

@@ -40,10 +40,15 @@ struct sc_stats {
     uint64_t stack_inuse;          /* bytes in spans holding coroutine stacks */
     uint64_t mallocs, frees;       /* heap objects allocated and freed, all time */
     uint64_t large_alloc;          /* bytes in live objects above 32 KiB */
-    uint64_t tiny_allocs, tiny_frees;  /* tiny objects (in mallocs and frees too) */
-    uint64_t tiny_blocks;          /* live 16-byte blocks holding them (in heap_alloc) */
-    uint64_t tiny_block_allocs;    /* blocks ever taken: tiny_allocs / this = objects per block */
     struct sc_class_stats by_class[SC_NUM_CLASSES];
+};
+
+/* The tiny allocator's own figures (make TINY=1; all 0 otherwise).  Kept apart from
+ * struct sc_stats, which servers read on small coroutine stacks. */
+struct sc_tiny_stats {
+    uint64_t allocs, frees;        /* tiny objects (counted in sc_stats' mallocs and frees too) */
+    uint64_t blocks;               /* live 16-byte blocks holding them (in heap_alloc) */
+    uint64_t block_allocs;         /* blocks ever taken: allocs / block_allocs = objects per block */
 };
 
 struct sc_config {
@@ -72,6 +77,8 @@ void  sc_scavenge(void);
  * a buffer whose contents are dead for a while.  Those bytes read as zero afterwards. */
 void  sc_release_pages(void *p, size_t len);
 void  sc_read_stats(struct sc_stats *out);
+/* The tiny figures, and the rest into *st (if not NULL) from the same snapshot. */
+void  sc_read_tiny_stats(struct sc_tiny_stats *out, struct sc_stats *st);
 void  sc_get_config(struct sc_config *out);
 
 /* sc_malloc_8 ... sc_malloc_80, one per class of at most 80 bytes, generated from the

@@ -339,8 +339,8 @@ static void cmd_rss(int argc, char **argv)
                 void **ps = mmap(NULL, COUNT * sizeof *ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                 memset(ps, 0, COUNT * sizeof *ps);
                 a.f(a.m(sizes[s] ? sizes[s] : 1));     /* the allocator's own start-up */
-                struct sc_stats st0, st1;
-                sc_read_stats(&st0);
+                struct sc_tiny_stats st0, st1;
+                sc_read_tiny_stats(&st0, NULL);
                 long before = rss_now();
                 for (int i = 0; i < COUNT; i++) {
                     size_t n = sizes[s] ? sizes[s] : 1 + (size_t)i % 15;
@@ -348,9 +348,9 @@ static void cmd_rss(int argc, char **argv)
                     memset(ps[i], 1, n);
                 }
                 double per = (double)(rss_now() - before) / COUNT;
-                sc_read_stats(&st1);
-                uint64_t blocks = st1.tiny_block_allocs - st0.tiny_block_allocs;
-                double per_block = blocks ? (double)(st1.tiny_allocs - st0.tiny_allocs) / (double)blocks : 0;
+                sc_read_tiny_stats(&st1, NULL);
+                uint64_t blocks = st1.block_allocs - st0.block_allocs;
+                double per_block = blocks ? (double)(st1.allocs - st0.allocs) / (double)blocks : 0;
                 char line[128];
                 int n = snprintf(line, sizeof line, "rss\t%s\t%s\t%.2f\t%.2f\n", a.name,
                                  sizes[s] == 24 ? "24" : sizes[s] == 100 ? "100" : sizes[s] == 4 ? "4" : "1-15", per,

@@ -589,16 +589,17 @@ static void tiny_packing(void)
     if (!tiny_on("tiny_packing"))
         return;
     struct sc_stats a, b;
+    struct sc_tiny_stats ta, tb;
     sc_scavenge();                                  /* no current block */
-    sc_read_stats(&a);
+    sc_read_tiny_stats(&ta, &a);
     char *p[14];
     for (int i = 0; i < 14; i++) {
         p[i] = malloc_rt(1);
         CHECKF(p[i] == p[0] + i, "object %d at %p, the block at %p", i, (void *)p[i], (void *)p[0]);
     }
     CHECK((uintptr_t)p[0] % 16 == 0);
-    sc_read_stats(&b);
-    CHECK(b.tiny_blocks - a.tiny_blocks == 1 && b.tiny_allocs - a.tiny_allocs == 14);
+    sc_read_tiny_stats(&tb, &b);
+    CHECK(tb.blocks - ta.blocks == 1 && tb.allocs - ta.allocs == 14);
     CHECK(b.heap_alloc - a.heap_alloc == 16 && b.mallocs - a.mallocs == 14);
     for (int i = 0; i < 14; i++)
         CHECK(sc_usable_size(p[i]) == 1);
@@ -625,8 +626,8 @@ static void tiny_packing(void)
         sc_free(p[i]);
     sc_free(q3), sc_free(q1), sc_free(q4), sc_free(q2), sc_free(q12), sc_free(r2);
     sc_scavenge();
-    sc_read_stats(&b);
-    CHECK(b.tiny_blocks == a.tiny_blocks && b.heap_alloc == a.heap_alloc);
+    sc_read_tiny_stats(&tb, &b);
+    CHECK(tb.blocks == ta.blocks && b.heap_alloc == a.heap_alloc);
     CHECK(b.mallocs - a.mallocs == b.frees - a.frees);
 }
 
@@ -640,8 +641,9 @@ static void tiny_blocks_come_back(void)
     static char *p[N];
     static size_t us[N];
     struct sc_stats a, b;
+    struct sc_tiny_stats ta, tb;
     sc_scavenge();
-    sc_read_stats(&a);
+    sc_read_tiny_stats(&ta, &a);
     for (int i = 0; i < N; i++) {
         p[i] = malloc_rt(1 + (size_t)i % 3);         /* 1, 2, 3: a few per block */
         us[i] = sc_usable_size(p[i]);
@@ -652,8 +654,8 @@ static void tiny_blocks_come_back(void)
     for (int i = 0; i < N; i++)
         for (size_t k = 0; k < us[i]; k++)
             CHECKF((unsigned char)p[i][k] == (i & 0xff), "object %d byte %zu", i, k);
-    sc_read_stats(&b);
-    uint64_t blocks = b.tiny_blocks - a.tiny_blocks;
+    sc_read_tiny_stats(&tb, &b);
+    uint64_t blocks = tb.blocks - ta.blocks;
     CHECKF(blocks >= N / 7 && blocks <= N / 5, "%llu blocks for %d objects", (unsigned long long)blocks, N);
     uint64_t seed = 7;
     for (int i = N - 1; i > 0; i--) {               /* freed in a random order */
@@ -665,13 +667,13 @@ static void tiny_blocks_come_back(void)
     }
     for (int i = 0; i < N; i++)
         sc_free(p[i]);
-    sc_read_stats(&b);
-    CHECKF(b.tiny_blocks - a.tiny_blocks == 1, "%llu blocks left (the current one should be)",
-           (unsigned long long)(b.tiny_blocks - a.tiny_blocks));
+    sc_read_tiny_stats(&tb, &b);
+    CHECKF(tb.blocks - ta.blocks == 1, "%llu blocks left (the current one should be)",
+           (unsigned long long)(tb.blocks - ta.blocks));
     CHECK(b.heap_alloc - a.heap_alloc == 16);
     sc_scavenge();                                  /* retires the current block */
-    sc_read_stats(&b);
-    CHECK(b.tiny_blocks == a.tiny_blocks && b.heap_alloc == a.heap_alloc);
+    sc_read_tiny_stats(&tb, &b);
+    CHECK(tb.blocks == ta.blocks && b.heap_alloc == a.heap_alloc);
 }
 
 static void tiny_realloc(void)
@@ -763,8 +765,9 @@ static void tiny_cross_thread_frees(void)
     if (!tiny_on("tiny_cross_thread_frees"))
         return;
     struct sc_stats a, b;
+    struct sc_tiny_stats ta, tb;
     sc_scavenge();
-    sc_read_stats(&a);
+    sc_read_tiny_stats(&ta, &a);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, tiny_consumer, NULL) == 0);
     long handed = 0;
@@ -785,11 +788,11 @@ static void tiny_cross_thread_frees(void)
     }
     pthread_join(t, NULL);
     sc_scavenge();
-    sc_read_stats(&b);
+    sc_read_tiny_stats(&tb, &b);
     CHECK(handed == TINY_TRANSFERS / 2);
-    CHECK(b.tiny_allocs - a.tiny_allocs == TINY_TRANSFERS && b.tiny_frees - a.tiny_frees == TINY_TRANSFERS);
-    CHECKF(b.tiny_blocks == a.tiny_blocks && b.heap_alloc == a.heap_alloc, "blocks %llu -> %llu",
-           (unsigned long long)a.tiny_blocks, (unsigned long long)b.tiny_blocks);
+    CHECK(tb.allocs - ta.allocs == TINY_TRANSFERS && tb.frees - ta.frees == TINY_TRANSFERS);
+    CHECKF(tb.blocks == ta.blocks && b.heap_alloc == a.heap_alloc, "blocks %llu -> %llu",
+           (unsigned long long)ta.blocks, (unsigned long long)tb.blocks);
 }
 
 static char child_err[2048];

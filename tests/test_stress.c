@@ -291,7 +291,8 @@ static void threads_share_the_heap(void)
     sc_scavenge();
     long rss0 = check_rss_bytes();
     struct sc_stats st0, st1, st2;
-    sc_read_stats(&st0);
+    struct sc_tiny_stats tiny0, tiny1;
+    sc_read_tiny_stats(&tiny0, &st0);
     double t0 = now(), deadline = t0 + seconds;
     for (int i = 0; i < WORKERS; i++)
         pthread_mutex_init(&workers[i].lock, NULL);
@@ -331,10 +332,10 @@ static void threads_share_the_heap(void)
         else
             usable += u;
     }
-    sc_read_stats(&st1);
-    usable += (st1.tiny_blocks - st0.tiny_blocks) * 16;
-    CHECKF(st1.tiny_blocks - st0.tiny_blocks <= tiny, "%llu tiny blocks live for %llu tiny objects",
-           (unsigned long long)(st1.tiny_blocks - st0.tiny_blocks), (unsigned long long)tiny);
+    sc_read_tiny_stats(&tiny1, &st1);
+    usable += (tiny1.blocks - tiny0.blocks) * 16;
+    CHECKF(tiny1.blocks - tiny0.blocks <= tiny, "%llu tiny blocks live for %llu tiny objects",
+           (unsigned long long)(tiny1.blocks - tiny0.blocks), (unsigned long long)tiny);
     long live = (long)((st1.mallocs - st1.frees) - (st0.mallocs - st0.frees));
     printf("# %.1f s: %ld workers, %ld handed over, %ld scavenges, %ld stats reads; %zu objects (%llu bytes) left live\n",
            ran, (long)workers_started, (long)handed_over, (long)scavenges, (long)stat_reads, norphans,

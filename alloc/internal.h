@@ -359,6 +359,7 @@ static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 void sc_heap_init(void) SC_HIDDEN;
 sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zero) SC_HIDDEN;
 void sc_heap_free(sc_span *s) SC_HIDDEN;
+bool sc_heap_resize(sc_span *s, size_t npages) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
 void sc_heap_release_free(void) SC_HIDDEN;

@@ -569,6 +569,33 @@ static void bad_frees_abort_in_child(void)
         CHECKF(child_aborts_as_announced(cases[i]), "case %u did not abort naming the address: %s", i, child_output);
 }
 
+/* realloc of a large object that stays large: a shrink gives the tail back in place, and a
+ * growth into free pages right after it takes them, without a copy. */
+static void realloc_large_in_place(void)
+{
+    struct sc_stats a, b;
+    unsigned char *p = sc_malloc(300000);              /* 37 pages */
+    for (int i = 0; i < 300000; i++)
+        p[i] = (unsigned char)(i * 13);
+    sc_read_stats(&a);
+    unsigned char *q = sc_realloc(p, 100000);           /* 13 pages */
+    sc_read_stats(&b);
+    CHECK(q == p && sc_usable_size(q) == 13 * 8192);
+    CHECKF(a.heap_inuse - b.heap_inuse == 24 * 8192 && a.heap_alloc - b.heap_alloc == 24 * 8192,
+           "heap_inuse %llu -> %llu", (unsigned long long)a.heap_inuse, (unsigned long long)b.heap_inuse);
+    CHECK(sc_span_lookup(q + 13 * 8192)->state == SC_SPAN_FREE);
+    q = sc_realloc(q, 250000);                          /* 31 pages: the tail just given back */
+    CHECK(q == p && sc_usable_size(q) == 31 * 8192);
+    for (int i = 0; i < 100000; i++)
+        CHECKF(q[i] == (unsigned char)(i * 13), "byte %d", i);
+    memset(q, 7, 250000);
+    sc_read_stats(&b);
+    CHECK(a.heap_inuse - b.heap_inuse == 6 * 8192 && a.large_alloc - b.large_alloc == 6 * 8192);
+    sc_free(q);
+    sc_read_stats(&b);
+    CHECK(b.mallocs - b.frees == a.mallocs - a.frees - 1);
+}
+
 /* ---- the tiny allocator (alloc/tiny.c) ---- */
 
 static bool tiny_on(const char *test)
@@ -1224,6 +1251,7 @@ int main(void)
     RUN(large_objects_cached);
     RUN(growth_policy_matches_go);
     RUN(bad_frees_abort_in_child);
+    RUN(realloc_large_in_place);
     RUN(tiny_packing);
     RUN(tiny_blocks_come_back);
     RUN(tiny_realloc);

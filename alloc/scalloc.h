@@ -51,6 +51,17 @@ struct sc_tiny_stats {
     uint64_t block_allocs;         /* blocks ever taken: allocs / block_allocs = objects per block */
 };
 
+/* Resident memory by span class (sc_read_residency): spans, their bytes, how many of
+ * those are resident, and live objects (by the owners' counts; remote frees not yet
+ * collected count as live). */
+struct sc_class_residency {
+    uint64_t spans, bytes, resident, objects;
+};
+struct sc_residency {
+    struct sc_class_residency by_class[SC_NUM_CLASSES];   /* [0]: objects above 32 KiB */
+    struct sc_class_residency stacks;                      /* coroutine stacks, all sizes */
+};
+
 struct sc_config {
     int size_specialized;          /* how this library was built */
     int tiny;                      /* requests of SC_TINY_MASK's sizes share 16-byte blocks */
@@ -79,6 +90,8 @@ void  sc_release_pages(void *p, size_t len);
 void  sc_read_stats(struct sc_stats *out);
 /* The tiny figures, and the rest into *st (if not NULL) from the same snapshot. */
 void  sc_read_tiny_stats(struct sc_tiny_stats *out, struct sc_stats *st);
+/* Walks every span and asks the kernel which pages are resident: for analysis. */
+void  sc_read_residency(struct sc_residency *out);
 void  sc_get_config(struct sc_config *out);
 
 /* sc_malloc_8 ... sc_malloc_80, one per class of at most 80 bytes, generated from the

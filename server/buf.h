@@ -5,11 +5,26 @@
 #define H2PARK_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct buf {
     char *data;
     size_t len, cap;
 };
+
+/* v in decimal at out (at least 21 bytes), not terminated; the length.  For the hot paths,
+ * where snprintf's parsing of its format costs more than the number. */
+static inline size_t u64_dec(char *out, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while (v /= 10);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
 
 int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *p, size_t n);

@@ -32,6 +32,7 @@
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
+#define MAX_FIELDS 30          /* response fields a handler may give (the front ends take 32) */
 
 static request_handler app_handler;
 void (*request_log_hook)(const struct request *r);
@@ -59,20 +60,50 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
     c->requests = r;
 }
 
+/* Which known field a name is, or -1: by length first, so most names cost one switch. */
+static int known_field(const char *name, size_t len)
+{
+#define IS(lit, k) if (len == sizeof lit - 1 && !memcmp(name, lit, len)) return k
+    switch (len) {
+    case 4: IS("host", KF_HOST); break;
+    case 5: IS(":path", KF_PATH); IS("range", KF_RANGE); break;
+    case 7: IS(":method", KF_METHOD); IS("referer", KF_REFERER); IS("upgrade", KF_UPGRADE); break;
+    case 8: IS("if-match", KF_IF_MATCH); IS("if-range", KF_IF_RANGE); break;
+    case 10: IS(":authority", KF_AUTHORITY); IS("user-agent", KF_USER_AGENT); IS("connection", KF_CONNECTION); break;
+    case 13: IS("if-none-match", KF_IF_NONE_MATCH); break;
+    case 14: IS("content-length", KF_CONTENT_LENGTH); IS("http2-settings", KF_HTTP2_SETTINGS); break;
+    case 15: IS("accept-encoding", KF_ACCEPT_ENCODING); break;
+    case 17: IS("if-modified-since", KF_IF_MODIFIED_SINCE); break;
+    case 19: IS("if-unmodified-since", KF_IF_UNMODIFIED_SINCE); break;
+    }
+#undef IS
+    return -1;
+}
+
+/* Room for a typical head at once: a request's fields then cost one allocation. */
+#define HEAD_RESERVE 512
+
 bool request_add_header(struct request *r, const char *name, size_t nlen, const char *value, size_t vlen)
 {
     if (r->too_large)
         return false;
     /* RFC 9113 section 6.5.2 counts each field as name + value + 32; HTTP/1.1 the same. */
     r->header_bytes += (uint32_t)(nlen + vlen + 32);
-    if (r->header_bytes > cfg.max_header_list_size || buf_reserve(&r->hdr, nlen + vlen + 2)) {
+    size_t need = nlen + vlen + 2;
+    if (r->header_bytes > cfg.max_header_list_size ||
+        buf_reserve(&r->hdr, r->hdr.cap ? need : need > HEAD_RESERVE ? need : HEAD_RESERVE)) {
         r->too_large = true;
         return false;
     }
-    buf_append(&r->hdr, name, nlen);
-    buf_append(&r->hdr, "", 1);
-    buf_append(&r->hdr, value, vlen);
-    buf_append(&r->hdr, "", 1);
+    char *p = r->hdr.data + r->hdr.len;
+    memcpy(p, name, nlen);
+    p[nlen] = 0;
+    memcpy(p + nlen + 1, value, vlen);
+    p[nlen + 1 + vlen] = 0;
+    int k = known_field(name, nlen);
+    if (k >= 0 && !r->known[k])
+        r->known[k] = (uint32_t)(r->hdr.len + nlen + 1) + 1;
+    r->hdr.len += need;
     r->nfields++;
     return true;
 }
@@ -89,10 +120,8 @@ static void release(struct request *r)
     /* Unconditionally: a timer that expired but has not run yet is pending, not active,
      * and would run on freed memory. */
     ev_timer_stop(c->w->loop, &r->timer);
-    if (r->release)
-        r->release(r->release_arg);
-    else if (r->file_fd >= 0)
-        close(r->file_fd);
+    if (r->src.release)
+        r->src.release(r->src.arg);
     buf_free(&r->hdr);
     buf_free(&r->resp);
     buf_free(&r->body);
@@ -135,6 +164,9 @@ static void make_runnable(struct request *r)
 
 static const char *field(const struct request *r, const char *name)
 {
+    int k = known_field(name, strlen(name));
+    if (k >= 0)
+        return r->known[k] ? r->hdr.data + r->known[k] - 1 : NULL;
     for (size_t off = 0; off < r->hdr.len;) {
         const char *n = r->hdr.data + off, *v = n + strlen(n) + 1;
         if (!strcmp(n, name))
@@ -218,8 +250,8 @@ void request_closed(struct request *r)
         return;
     if (r->responded && request_log_hook)
         request_log_hook(r);
-    if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0)
-        c->idle_since = ev_now(c->w->loop);
+    if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0 && !c->head_due)
+        c->since = ev_now(c->w->loop);
     if (r->state == REQ_HANDLING) {
         set_state(r, REQ_ORPHANED);
         make_runnable(r);           /* its next call fails, and it returns */
@@ -308,21 +340,34 @@ static int respond(struct request *r, int status, const struct header *h, size_t
     if (r->responded || gone(r))
         return -1;
     /* Every response carries Date (RFC 9110 6.6.1: a server with a clock must send it)
-     * and, unless turned off, Server. */
-    if (buf_append(&r->resp, "date", 5) || buf_append(&r->resp, http_date_now(), HTTP_DATE_LEN + 1))
+     * and, unless turned off, Server.  The fields go into one buffer sized at once. */
+    static const char server[] = "server\0h2park";
+    size_t need = 5 + HTTP_DATE_LEN + 1 + (cfg.server_header ? sizeof server : 0), len[2 * MAX_FIELDS];
+    if (n > MAX_FIELDS)
+        n = MAX_FIELDS;
+    for (size_t i = 0; i < n; i++) {
+        len[2 * i] = strlen(h[i].name) + 1;
+        len[2 * i + 1] = strlen(h[i].value) + 1;
+        need += len[2 * i] + len[2 * i + 1];
+    }
+    if (buf_reserve(&r->resp, need))
         return -1;
-    r->nresp++;
+    char *p = r->resp.data + r->resp.len;
+    memcpy(p, "date", 5);
+    memcpy(p + 5, http_date_now(), HTTP_DATE_LEN + 1);
+    p += 5 + HTTP_DATE_LEN + 1;
     if (cfg.server_header) {
-        if (buf_append(&r->resp, "server\0h2park", 14))
-            return -1;
-        r->nresp++;
+        memcpy(p, server, sizeof server);
+        p += sizeof server;
     }
     for (size_t i = 0; i < n; i++) {
-        if (buf_append(&r->resp, h[i].name, strlen(h[i].name) + 1) ||
-            buf_append(&r->resp, h[i].value, strlen(h[i].value) + 1))
-            return -1;
-        r->nresp++;
+        memcpy(p, h[i].name, len[2 * i]);
+        p += len[2 * i];
+        memcpy(p, h[i].value, len[2 * i + 1]);
+        p += len[2 * i + 1];
     }
+    r->resp.len = (size_t)(p - r->resp.data);
+    r->nresp += (uint32_t)n + 1 + cfg.server_header;
     r->status = status;
     r->out_length = length;
     r->responded = true;
@@ -342,15 +387,14 @@ int req_respond(struct request *r, int status, const struct header *h, size_t n,
     return respond(r, status, h, n, length);
 }
 
-int req_respond_file(struct request *r, int status, const struct header *h, size_t n, int fd, const void *mem,
-                     int64_t off, int64_t len, void (*release_fn)(void *), void *arg)
+int req_respond_file(struct request *r, int status, const struct header *h, size_t n, const struct body_source *src,
+                     int64_t off, int64_t len)
 {
-    r->file_fd = fd;
-    r->file_mem = mem;
+    r->src = *src;
+    r->file_fd = src->fd;
+    r->file_mem = src->mem;
     r->file_off = off;
     r->file_left = req_is_head(r) ? 0 : len;
-    r->release = release_fn;
-    r->release_arg = arg;
     return respond(r, status, h, n, len);
 }
 
@@ -443,6 +487,21 @@ int request_out_take(struct request *r, char *dst, size_t n)
 }
 
 bool request_out_finished(const struct request *r) { return r->out_eof && request_out_avail(r) == 0; }
+
+bool request_out_file(struct request *r, uint64_t max, struct conn *c)
+{
+    if (r->file_fd < 0 || r->file_mem || r->file_left <= 0 || !r->src.hold)
+        return false;
+    uint64_t n = (uint64_t)r->file_left < max ? (uint64_t)r->file_left : max;
+    if (conn_file_out(c, r->file_fd, r->file_off, n, r->src.release, r->src.arg))
+        return false;
+    r->src.hold(r->src.arg);
+    r->bytes_sent += n;
+    r->file_off += (int64_t)n;
+    r->file_left -= (int64_t)n;
+    r->out_progress = ev_now(r->c->w->loop);
+    return true;
+}
 
 void request_sent_all(struct request *r) { r->sent_all = true; }
 

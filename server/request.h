@@ -50,9 +50,18 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len);
 enum { BODY_NONE = -2, BODY_STREAM = -1 };
 int req_respond(struct request *r, int status, const struct header *h, size_t n, int64_t length);
 /* A body of len bytes from off in a file, or from mem when it is not NULL (a copy of
- * the file).  release(arg) is called once the request no longer needs fd or mem. */
-int req_respond_file(struct request *r, int status, const struct header *h, size_t n, int fd, const void *mem,
-                     int64_t off, int64_t len, void (*release)(void *arg), void *arg);
+ * the file).  The source is reference-counted by its owner: hold(arg) takes one more
+ * reference (the server may still be sending from it after the request is gone),
+ * release(arg) drops one; the request holds one from here on. */
+struct body_source {
+    int fd;
+    const void *mem;
+    void (*hold)(void *arg);
+    void (*release)(void *arg);
+    void *arg;
+};
+int req_respond_file(struct request *r, int status, const struct header *h, size_t n, const struct body_source *src,
+                     int64_t off, int64_t len);
 int req_write(struct request *r, const void *data, size_t len);
 int req_end(struct request *r);
 /* A whole response from memory. */

@@ -104,6 +104,26 @@ after=$(stat_of heap_alloc_bytes)
 check churn_heap_back_within_1pct $? "heap_alloc $before -> $after"
 run slowloris
 
+# A file cut short while it is being sent (sendfile over cleartext, pread over TLS): the
+# transfer ends (the client sees it incomplete), the daemon carries on.
+group
+for proto in h1 h2c tls; do
+  head -c $((50 << 20)) /dev/zero > "$TMP/www/shrinks.bin"
+  case $proto in
+    h1) opt="--http1.1 http://127.0.0.1:$PORT" ;;
+    h2c) opt="--http2-prior-knowledge http://127.0.0.1:$PORT" ;;
+    tls) opt="-k --http2 https://127.0.0.1:$TPORT" ;;
+  esac
+  timeout 30 curl -s --limit-rate 5M -o "$TMP/shrinks.out" ${opt%% *} "${opt#* }/shrinks.bin" & CP=$!
+  sleep 1
+  truncate -s $((1 << 20)) "$TMP/www/shrinks.bin"
+  wait $CP; rc=$?
+  got=$(stat -c %s "$TMP/shrinks.out" 2>/dev/null || echo 0)
+  [ $rc != 0 ] && [ $rc != 124 ] && [ "$got" -lt $((50 << 20)) ]; check "file_truncated_while_sent_$proto" $? "curl exit $rc, $got bytes"
+done
+wait_stat conns 1 20; check file_truncated_no_connection_left $? "conns $(stat_of conns)"
+alive file_truncated
+
 # A FIFO under root: not a regular file, 404 at once, and the worker is not blocked.
 group
 H="http://127.0.0.1:$PORT"

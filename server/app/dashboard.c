@@ -1,5 +1,5 @@
 /* /-/dashboard: a live view of parking - connections open and parked, serve and
- * handler coroutines, RSS, stack and heap in use, requests per second - drawn in the
+ * handler coroutines, RSS, stacks in use, live heap objects, requests per second - drawn in the
  * browser from the samples the daemon keeps.
  *
  * Every worker samples its own counters once a second (its tick) into a ring of its own
@@ -59,7 +59,7 @@ void dashboard_sample(int worker, double now, const struct worker_counters *n)
         sc_read_stats(&st);
         store(&s->v[S_RSS], rss_bytes());
         store(&s->v[S_STACK], st.stack_inuse);
-        store(&s->v[S_HEAP], st.heap_inuse);
+        store(&s->v[S_HEAP], st.heap_alloc);     /* live objects: spans count released pages too */
     }
     __atomic_store_n(&s->second, second, __ATOMIC_RELEASE);
 }

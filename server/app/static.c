@@ -50,6 +50,7 @@ struct open_file {
     int fd;                    /* -1 unless FILE_REGULAR */
     uint8_t kind;              /* enum file_kind */
     int refs;                  /* requests sending from fd */
+    bool has_variants;         /* a .br or .gz lies beside it (looked at when it was opened) */
     bool evicted;              /* out of the table: close when the last request is done */
     double expires;
     time_t mtime;
@@ -78,6 +79,8 @@ static void open_file_evict(struct open_file *f)
     if (f->refs == 0)
         open_file_free(f);
 }
+
+static void open_file_hold(void *arg) { ((struct open_file *)arg)->refs++; }
 
 static void open_file_release(void *arg)
 {
@@ -137,6 +140,16 @@ static int open_file_fill(struct open_file *f, const char *rel)
         f->content = NULL;
     }
     f->type = mime_type(path);
+    /* Its precompressed variants are looked for once per opening, not per request. */
+    size_t pl = strlen(path);
+    for (int i = 0; i < 2 && !f->has_variants && pl + 4 <= sizeof path; i++) {
+        memcpy(path + pl, i ? ".gz" : ".br", 4);
+        int v = path_open_beneath(root_fd, path);
+        if (v >= 0) {
+            f->has_variants = true;
+            close(v);
+        }
+    }
     http_date_format(st.st_mtime, f->modified);
     /* Strong: inode, size and modification time (to the nanosecond) together change
      * whenever the bytes may have. */
@@ -288,7 +301,11 @@ static struct open_file *variant(const char *rel, const char *accept, double now
     for (int i = 0; i < 2; i++) {
         char name[2100];
         int err;
-        snprintf(name, sizeof name, "%s%s", rel, codings[i][1]);
+        size_t rl = strlen(rel);
+        if (rl + 4 > sizeof name)
+            return NULL;
+        memcpy(name, rel, rl);
+        memcpy(name + rl, codings[i][1], 4);      /* ".br\0" or ".gz\0" */
         struct open_file *v = open_file_get(name, now, &err);
         if (!v || v->kind != FILE_REGULAR)
             continue;
@@ -347,7 +364,8 @@ void static_serve(struct request *r)
     }
     const char *type = f->type, *coding = NULL;
     bool has_variants = false;
-    struct open_file *v = variant(f->path, req_header(r, "accept-encoding"), now, &coding, &has_variants);
+    struct open_file *v = f->has_variants ? variant(f->path, req_header(r, "accept-encoding"), now, &coding, &has_variants)
+                                          : NULL;
     if (v)
         f = v;                                 /* the same content, encoded: its own validators */
     struct header h[10];
@@ -397,8 +415,8 @@ void static_serve(struct request *r)
         h[n++] = (struct header){ "content-range", content_range };
     }
     f->refs++;
-    req_respond_file(r, ranged > 0 ? 206 : 200, h, n, f->fd, f->content, first, last - first + 1,
-                     open_file_release, f);
+    struct body_source src = { f->fd, f->content, open_file_hold, open_file_release, f };
+    req_respond_file(r, ranged > 0 ? 206 : 200, h, n, &src, first, last - first + 1);
 }
 
 int static_init(char *err, size_t errlen)

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -123,6 +124,32 @@ static void stats(struct request *r)
                                : snprintf(item, sizeof item, "%s\"%s\": %llu", i ? ", " : "", f[i].name,
                                           (unsigned long long)f[i].value);
         buf_append(&b, item, (size_t)len);
+    }
+    /* ?classes: where the resident memory is, class by class (sc_read_residency walks
+     * the whole heap: for analysis, not for a scraper). */
+    if (strstr(req_target(r), "?classes") || strstr(req_target(r), "&classes")) {
+        static struct sc_residency res;   /* one worker at a time is plenty for this */
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&lock);
+        sc_read_residency(&res);
+        buf_append(&b, ", \"classes\": [", 14);
+        bool first = true;
+        for (int c = 0; c <= SC_NUM_CLASSES; c++) {
+            const struct sc_class_residency *x = c < SC_NUM_CLASSES ? &res.by_class[c] : &res.stacks;
+            if (!x->spans)
+                continue;
+            char size[16];
+            snprintf(size, sizeof size, "%s", c == SC_NUM_CLASSES ? "\"stacks\"" : c ? "" : "\"large\"");
+            if (!size[0])
+                snprintf(size, sizeof size, "%u", st.by_class[c].size);
+            int len = snprintf(item, sizeof item, "%s{\"size\": %s, \"spans\": %llu, \"bytes\": %llu, \"resident\": %llu, \"objects\": %llu}",
+                               first ? "" : ", ", size, (unsigned long long)x->spans, (unsigned long long)x->bytes,
+                               (unsigned long long)x->resident, (unsigned long long)x->objects);
+            buf_append(&b, item, (size_t)len);
+            first = false;
+        }
+        buf_append(&b, "]", 1);
+        pthread_mutex_unlock(&lock);
     }
     buf_append(&b, "}\n", 2);
     req_simple(r, 200, "application/json", b.data, b.len);

@@ -15,6 +15,8 @@
 #include <openssl/err.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/conn.h"
@@ -32,11 +34,11 @@ static ev_tstamp next_deadline(const struct conn *c, int *kind)
 {
     ev_tstamp best = 0;
     *kind = TIMEOUT_NONE;
-    if (c->head_since) {
-        best = c->head_since + cfg.preface_timeout;
+    if (c->head_due) {
+        best = c->since + cfg.preface_timeout;
         *kind = TIMEOUT_HEAD;
     } else if (c->open_requests == 0 && !c->live_handlers && cfg.idle_timeout > 0) {
-        best = c->idle_since + cfg.idle_timeout;
+        best = c->since + cfg.idle_timeout;
         *kind = TIMEOUT_IDLE;
     }
     if (conn_out_pending(c) && c->write_blocked_since > 0) {
@@ -95,7 +97,8 @@ struct conn *conn_new(struct worker *w, int fd, bool tls, const struct sockaddr 
     c->w = w;
     c->fd = fd;
     c->tls = tls;
-    c->head_since = c->idle_since = c->last_io = ev_now(w->loop);
+    c->since = c->last_io = ev_now(w->loop);
+    c->head_due = true;
     if (salen <= sizeof c->peer)
         memcpy(&c->peer, sa, salen);
     if (tls) {
@@ -234,7 +237,9 @@ int conn_flush(struct conn *c)
             }
             n = r;
         } else {
-            n = write(c->fd, c->out.data + c->out_off, left);
+            /* Bytes a file range follows are held for it (MSG_MORE): a frame header and
+             * its payload leave in one segment, not a 9-byte packet and then the rest. */
+            n = send(c->fd, c->out.data + c->out_off, left, MSG_NOSIGNAL | (c->file_out ? MSG_MORE : 0));
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -243,13 +248,31 @@ int conn_flush(struct conn *c)
                 return -1;
             }
         }
-        c->out_off += (size_t)n;
+        c->out_off += (uint32_t)n;
         c->write_blocked_since = 0;
         c->last_io = ev_now(c->w->loop);
         counter_add(&c->w->n.bytes_out, n);
     }
     buf_free(&c->out);
     c->out_off = 0;
+    while (c->file_out) {
+        struct file_out *f = c->file_out;
+        size_t chunk = f->left < (1u << 30) ? (size_t)f->left : 1u << 30;
+        ssize_t n = sendfile(c->fd, f->fd, &f->off, chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            goto blocked;
+        if (n <= 0) {
+            log_msg(LOG_WARN, "%s: a file being sent ended early or failed: %s", conn_peer(c), n ? strerror(errno) : "EOF");
+            return -1;
+        }
+        f->left -= (uint64_t)n;
+        c->last_io = ev_now(c->w->loop);
+        counter_add(&c->w->n.bytes_out, n);
+        if (!f->left)
+            conn_file_out_done(c);
+    }
     c->write_blocked_since = 0;
     return 0;
 blocked:
@@ -258,10 +281,32 @@ blocked:
     return 1;
 }
 
+int conn_file_out(struct conn *c, int fd, int64_t off, uint64_t len, void (*release)(void *), void *arg)
+{
+    struct file_out *f = sc_malloc(sizeof *f);
+    if (!f)
+        return -1;
+    *f = (struct file_out){ fd, off, len, release, arg };
+    c->file_out = f;
+    return 0;
+}
+
+void conn_file_out_done(struct conn *c)
+{
+    struct file_out *f = c->file_out;
+    if (!f)
+        return;
+    c->file_out = NULL;
+    if (f->release)
+        f->release(f->arg);
+    sc_free(f);
+}
+
 /* Called from the serve coroutine; the caller returns SERVE_CLOSED right after. */
 void conn_close(struct conn *c)
 {
     struct worker *w = c->w;
+    conn_file_out_done(c);
     requests_cancel_all(c);
     worker_forget_ready(w, c);
     if (c->proto && c->proto->destroy)
@@ -314,3 +359,6 @@ void conn_abort_stalled(struct conn *c)
 {
     c->timed_out = TIMEOUT_STALLED;
 }
+
+/* Every connection, parked ones included, pays for one of these: keep it in the 320-byte class. */
+_Static_assert(sizeof(struct conn) <= 320, "struct conn outgrew its size class");

@@ -109,6 +109,18 @@ void worker_forget_ready(struct worker *w, struct conn *c);
 /* Shuts fd's write side and drops what the peer still sends for a while (linger.c). */
 void linger_close(struct worker *w, int fd);
 
+/* A file range that follows conn->out on the socket (cleartext only): sent with
+ * sendfile, from the page cache, never copied through the process.  It holds a reference
+ * that keeps fd open (release(arg) drops it), and exists only while it has bytes left:
+ * an idle connection pays a pointer for it. */
+struct file_out {
+    int fd;
+    int64_t off;
+    uint64_t left;
+    void (*release)(void *arg);
+    void *arg;
+};
+
 struct conn {
     struct worker *w;
     struct conn *next, *prev;      /* in w->conns */
@@ -121,22 +133,27 @@ struct conn {
     struct request *runnable_tail;
     struct conn *ready_next;       /* in w->ready while ready is set */
     struct buf out;                /* bytes for the socket; freed whenever it empties */
-    size_t out_off;
+    struct file_out *file_out;     /* a file range to send after out, or NULL */
     struct buf in;                 /* input a protocol keeps for later (detection, HTTP/1.1) */
     ev_io io;
     ev_timer timer;
-    ev_tstamp head_since;          /* a head (preface, request head) is due since; 0: none */
-    ev_tstamp idle_since, write_blocked_since, last_io, parked_at;
+    /* With head_due: since when a head (preface, request head) is due; otherwise since
+     * when the connection has had no open request. */
+    ev_tstamp since;
+    ev_tstamp write_blocked_since, last_io;
     uint32_t open_requests;        /* requests begun and not closed */
     uint32_t live_handlers;
+    uint32_t out_off;              /* how much of out is written (out is bounded far below 4 GiB) */
     int fd;
     uint8_t state;                 /* enum conn_state */
     uint8_t timed_out;             /* enum conn_timeout: which deadline passed */
     uint8_t close_reason;          /* enum close_reason, once the serve loop decides to close */
-    bool tls, peer_eof, in_serve, ready, trimmed;
-    bool io_read, io_write;        /* what io watches for */
-    bool shutdown_asked;           /* the daemon is stopping */
-    bool served_once;              /* a serve coroutine has run for it */
+    uint8_t parked_ticks;          /* worker ticks since it parked (trimmed at the second) */
+    /* Bits: every connection, idle ones included, pays for this struct (320 bytes). */
+    bool tls : 1, peer_eof : 1, in_serve : 1, ready : 1, trimmed : 1, head_due : 1;
+    bool io_read : 1, io_write : 1; /* what io watches for */
+    bool shutdown_asked : 1;       /* the daemon is stopping */
+    bool served_once : 1;          /* a serve coroutine has run for it */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -156,6 +173,9 @@ void conn_arm_timer(struct conn *c);
 void conn_watch(struct conn *c, bool read, bool write);
 ssize_t conn_read(struct conn *c, void *buf, size_t len);
 int conn_flush(struct conn *c);
+/* Queues a file range after conn->out (holding one reference on it); -1 without memory. */
+int conn_file_out(struct conn *c, int fd, int64_t off, uint64_t len, void (*release)(void *), void *arg);
+void conn_file_out_done(struct conn *c);
 void conn_close(struct conn *c);
 void conn_force_close(struct conn *c);
 void conn_abort_stalled(struct conn *c);
@@ -167,7 +187,18 @@ void conn_run_handlers(struct conn *c);     /* request.c: runs the runnable hand
 void requests_cancel_all(struct conn *c);   /* request.c: the connection is going */
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
-static inline size_t conn_out_pending(const struct conn *c) { return c->out.len - c->out_off; }
+static inline size_t conn_out_pending(const struct conn *c)
+{
+    return c->out.len - c->out_off + (c->file_out ? c->file_out->left : 0);
+}
+/* Room for n more output bytes.  The buffer is freed whenever it empties (an idle
+ * connection holds none), so a step's first bytes take CONN_OUT_FIRST at once rather than
+ * growing it - and copying it - frame by frame. */
+#define CONN_OUT_FIRST (16u << 10)
+static inline int conn_out_reserve(struct conn *c, size_t n)
+{
+    return buf_reserve(&c->out, c->out.cap || n >= CONN_OUT_FIRST ? n : CONN_OUT_FIRST);
+}
 
 /* serve.c */
 void *serve_main(void *arg);

@@ -51,7 +51,7 @@ void conn_wake(struct conn *c)
     if (result == SERVE_CLOSED)
         return;                 /* c is gone */
     c->serve = NULL;
-    c->parked_at = ev_now(w->loop);
+    c->parked_ticks = 0;
     c->trimmed = false;
     counter_add(&w->n.parked_conns, 1);
     counter_add(&w->n.parks_total, 1);

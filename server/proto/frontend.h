@@ -34,6 +34,14 @@ struct request_ops {
 };
 
 enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DONE };
+
+/* The fields the server itself reads, found once as they are added (request.c), so that
+ * asking for one costs an array index rather than a scan of every field. */
+enum known_field {
+    KF_METHOD, KF_PATH, KF_AUTHORITY, KF_HOST, KF_CONTENT_LENGTH, KF_ACCEPT_ENCODING, KF_IF_MATCH,
+    KF_IF_NONE_MATCH, KF_IF_MODIFIED_SINCE, KF_IF_UNMODIFIED_SINCE, KF_RANGE, KF_IF_RANGE, KF_USER_AGENT,
+    KF_REFERER, KF_UPGRADE, KF_CONNECTION, KF_HTTP2_SETTINGS, KF_COUNT
+};
 enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
 
 struct request {
@@ -51,6 +59,7 @@ struct request {
     bool responded, out_eof, sent_all;    /* head submitted; body ended; all of it sent */
     /* The head: name\0value\0 pairs, pseudo-headers first. */
     struct buf hdr;
+    uint32_t known[KF_COUNT];             /* where a known field's value starts in hdr, + 1; 0: absent */
     const char *method, *target, *authority;
     uint32_t nfields, header_bytes;
     int64_t content_length;
@@ -66,8 +75,7 @@ struct request {
     int file_fd;                          /* a file body, or -1 */
     const char *file_mem;                 /* ... read from this copy instead */
     int64_t file_off, file_left;
-    void (*release)(void *);              /* called once file_fd/file_mem are done with */
-    void *release_arg;
+    struct body_source src;               /* its owner's reference (src.release, if any) */
     uint64_t bytes_sent;
     ev_timer timer;                       /* the nearest of wake_at and the deadlines */
     ev_tstamp wake_at;                    /* when req_sleep ends, or 0 */
@@ -93,6 +101,10 @@ void request_closed(struct request *r);
 size_t request_out_avail(const struct request *r);
 int request_out_take(struct request *r, char *dst, size_t n);
 bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
+/* Takes up to max bytes of a body that is a file on disk (not a copy in memory) as a
+ * range for sendfile, with a reference on the file of its own (dropped by
+ * conn_file_out_done): false if the body is no such thing. */
+bool request_out_file(struct request *r, uint64_t max, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
 void request_arm_timer(struct request *r);
 

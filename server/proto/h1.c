@@ -156,7 +156,7 @@ static void error_response(struct conn *c, int status)
     }
     if (h)
         h->phase = H1_IDLE;
-    c->head_since = 0;
+    c->head_due = false;
     conn_set_state(c, CONN_CLOSING);
 }
 
@@ -185,7 +185,8 @@ static int on_message_begin(llhttp_t *p)
     h->head_bytes = 0;
     h->host_seen = false;
     h->target.len = h->field.len = h->value.len = 0;
-    c->head_since = ev_now(c->w->loop);
+    c->since = ev_now(c->w->loop);
+    c->head_due = true;
     return 0;
 }
 
@@ -329,7 +330,7 @@ static int on_headers_complete(llhttp_t *p)
     }
     if (!llhttp_should_keep_alive(p))
         h->close_after = true;
-    c->head_since = 0;
+    c->head_due = false;
     h->phase = H1_BODY;
     buf_free(&h->field);
     buf_free(&h->value);
@@ -539,6 +540,14 @@ static int h1_feed(struct conn *c, const char *data, size_t len)
 
 static bool bodiless(int status) { return status < 200 || status == 204 || status == 304; }
 
+static char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* The status line and fields, written into the output buffer sized at once (no
+ * snprintf, no append per piece: this runs once per response). */
 static int write_head(struct conn *c, struct h1_request *r)
 {
     struct h1_conn *h = H(c);
@@ -547,54 +556,76 @@ static int write_head(struct conn *c, struct h1_request *r)
     /* Expect: 100-continue, answered before the body was asked for: a success invites
      * the body after all (the handler means to read it); anything else may never see it
      * come, so this exchange is the connection's last. */
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    bool send_continue = false;
     if (r->expect_continue && !r->continue_sent && !q->body_eof) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (q->status >= 200 && q->status < 300) {
-            if (buf_append(&c->out, cont, sizeof cont - 1))
-                return -1;
-            r->continue_sent = true;
-        } else {
+        if (q->status >= 200 && q->status < 300)
+            send_continue = r->continue_sent = true;
+        else
             h->close_after = true;
-        }
     }
     if (c->shutdown_asked)
         h->close_after = true;
-    char line[256];
-    int n = snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", q->status % 1000, reason(q->status));
-    if (buf_append(&c->out, line, (size_t)n))
-        return -1;
-    for (size_t off = 0; off < q->resp.len;) {
-        const char *name = q->resp.data + off, *value = name + strlen(name) + 1;
-        off = (size_t)(value - q->resp.data) + strlen(value) + 1;
-        if (buf_append(&c->out, name, strlen(name)) || buf_append(&c->out, ": ", 2) ||
-            buf_append(&c->out, value, strlen(value)) || buf_append(&c->out, "\r\n", 2))
-            return -1;
-    }
-    n = 0;
-    if (bodiless(q->status)) {
-        /* no length: there is no body */
-    } else if (q->out_length >= 0) {
-        n = snprintf(line, sizeof line, "content-length: %lld\r\n", (long long)q->out_length);
-    } else if (q->out_length == BODY_NONE) {
-        n = snprintf(line, sizeof line, "content-length: 0\r\n");
-    } else if (http10) {
-        h->close_after = true;        /* the end of the body is the end of the connection */
-    } else {
-        r->chunked = !req_is_head(q);     /* a HEAD answer announces it and sends nothing */
-        n = snprintf(line, sizeof line, "transfer-encoding: chunked\r\n");
-    }
-    if (n && buf_append(&c->out, line, (size_t)n))
-        return -1;
-    if (h->close_after)
-        n = snprintf(line, sizeof line, "connection: close\r\n\r\n");
+    enum { LENGTH, ZERO, CLOSE_DELIMITED, CHUNKED, NOTHING } framing = NOTHING;
+    if (bodiless(q->status))
+        framing = NOTHING;
+    else if (q->out_length >= 0)
+        framing = LENGTH;
+    else if (q->out_length == BODY_NONE)
+        framing = ZERO;
+    else if (http10)
+        framing = CLOSE_DELIMITED;
     else
-        n = snprintf(line, sizeof line, "%s\r\n", http10 ? "connection: keep-alive\r\n" : "");
+        framing = CHUNKED;
+    if (framing == CLOSE_DELIMITED)
+        h->close_after = true;        /* the end of the body is the end of the connection */
+    r->chunked = framing == CHUNKED && !req_is_head(q);   /* a HEAD answer announces it, sends nothing */
+    const char *why = reason(q->status);
+    size_t need = sizeof cont + 16 + strlen(why) + q->resp.len + 2 * q->nresp + 64;
+    if (conn_out_reserve(c, need))
+        return -1;
+    char *p = c->out.data + c->out.len;
+    if (send_continue)
+        p = put(p, cont, sizeof cont - 1);
+    int code = q->status % 1000;
+    char status[13] = "HTTP/1.1 000 ";
+    status[9] = (char)('0' + code / 100), status[10] = (char)('0' + code / 10 % 10), status[11] = (char)('0' + code % 10);
+    p = put(p, status, 13);
+    p = put(p, why, strlen(why));
+    p = put(p, "\r\n", 2);
+    for (size_t off = 0; off < q->resp.len;) {
+        const char *name = q->resp.data + off;
+        size_t nl = strlen(name), vl = strlen(name + nl + 1);
+        p = put(p, name, nl);
+        p = put(p, ": ", 2);
+        p = put(p, name + nl + 1, vl);
+        p = put(p, "\r\n", 2);
+        off += nl + vl + 2;
+    }
+    if (framing == LENGTH) {
+        p = put(p, "content-length: ", 16);
+        p += u64_dec(p, (uint64_t)q->out_length);
+        p = put(p, "\r\n", 2);
+    } else if (framing == ZERO) {
+        p = put(p, "content-length: 0\r\n", 19);
+    } else if (framing == CHUNKED) {
+        p = put(p, "transfer-encoding: chunked\r\n", 28);
+    }
+    if (h->close_after)
+        p = put(p, "connection: close\r\n", 19);
+    else if (http10)
+        p = put(p, "connection: keep-alive\r\n", 24);
+    p = put(p, "\r\n", 2);
+    c->out.len = (size_t)(p - c->out.data);
     r->head_sent = true;
-    return buf_append(&c->out, line, (size_t)n);
+    return 0;
 }
 
 static int write_body(struct conn *c, struct h1_request *r)
 {
+    /* A file over cleartext goes with sendfile, whole, after the head. */
+    if (!c->ssl && !r->chunked && !c->file_out && request_out_file(&r->r, UINT64_MAX, c))
+        return 0;
     size_t avail;
     while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {
         size_t n = avail < OUT_CHUNK ? avail : OUT_CHUNK;

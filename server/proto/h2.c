@@ -73,8 +73,15 @@ static nghttp2_option *options;
 /* ---- the session's memory ---- */
 
 /* The one 16 KiB+ block a session allocates is its frame buffer, which holds nothing
- * between frames and is released while parked (h2_trim). */
+ * between frames and is released while parked (h2_trim).  It is asked for in whole OS
+ * pages: every size class that is a multiple of 4 KiB from 16 KiB up is aligned to at
+ * least 4 KiB, so the buffer then owns its pages outright and all of them go back.  (At
+ * the 16394 bytes nghttp2 asks, class 18432 would put two of every four buffers across
+ * pages shared with a neighbour, which stay resident.) */
 #define FRAMEBUF_MIN (16u << 10)
+#define OS_PAGE 4096u
+
+static size_t framebuf_size(size_t n) { return n >= FRAMEBUF_MIN ? (n + OS_PAGE - 1) & ~(size_t)(OS_PAGE - 1) : n; }
 
 static void note_framebuf(struct h2_conn *h, void *old, void *p, size_t n)
 {
@@ -85,6 +92,7 @@ static void note_framebuf(struct h2_conn *h, void *old, void *p, size_t n)
 }
 static void *mem_malloc(size_t n, void *ud)
 {
+    n = framebuf_size(n);
     void *p = sc_malloc(n);
     note_framebuf(ud, NULL, p, n);
     return p;
@@ -112,6 +120,7 @@ static void *mem_calloc(size_t k, size_t n, void *ud)
 }
 static void *mem_realloc(void *p, size_t n, void *ud)
 {
+    n = framebuf_size(n);
     void *q = sc_realloc(p, n);
     if (q)
         note_framebuf(ud, p, q, n);
@@ -159,22 +168,40 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
     return NGHTTP2_ERR_DEFERRED;
 }
 
+/* Response fields whose values are new with nearly every response (a date, a file's
+ * validators, a length, a redirect) are sent without indexing (RFC 7541 section 6.2.2):
+ * entered in the HPACK table they would only push out the ones that repeat - server,
+ * content-type, accept-ranges - and each entry is memory the connection keeps while it
+ * is parked. */
+static bool unique_value(const char *name, size_t len)
+{
+    switch (len) {
+    case 4: return !memcmp(name, "date", 4) || !memcmp(name, "etag", 4);
+    case 8: return !memcmp(name, "location", 8);
+    case 13: return !memcmp(name, "last-modified", 13) || !memcmp(name, "content-range", 13);
+    default: return false;
+    }
+}
+
 static int stream_respond(struct request *r)
 {
     struct h2_stream *s = S(r);
-    char status[8], length[24];
-    snprintf(status, sizeof status, "%03d", r->status % 1000);
+    char status[4], length[24];
+    int code = r->status % 1000;
+    status[0] = (char)('0' + code / 100), status[1] = (char)('0' + code / 10 % 10), status[2] = (char)('0' + code % 10);
     nghttp2_nv nv[MAX_RESPONSE_HEADERS + 2];
     size_t n = 0;
     nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE };
     for (size_t off = 0; off < r->resp.len && n < MAX_RESPONSE_HEADERS + 1;) {
-        char *name = r->resp.data + off, *value = name + strlen(name) + 1;
-        off = (size_t)(value - r->resp.data) + strlen(value) + 1;
-        nv[n++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, strlen(name), strlen(value), NGHTTP2_NV_FLAG_NONE };
+        char *name = r->resp.data + off;
+        size_t nl = strlen(name), vl = strlen(name + nl + 1);
+        off += nl + vl + 2;
+        nv[n++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)name + nl + 1, nl, vl,
+                                unique_value(name, nl) ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE };
     }
     if (r->out_length >= 0 && r->status != 304 && r->status != 204) {
-        snprintf(length, sizeof length, "%lld", (long long)r->out_length);
-        nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)length, 14, strlen(length), NGHTTP2_NV_FLAG_NONE };
+        size_t ll = u64_dec(length, (uint64_t)r->out_length);
+        nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)length, 14, ll, NGHTTP2_NV_FLAG_NO_INDEX };
     }
     nghttp2_data_provider provider = { .source.ptr = s, .read_callback = data_source_read };
     return nghttp2_submit_response(H(r->c)->session, s->id, nv, n, r->out_eof ? NULL : &provider) ? -1 : 0;
@@ -232,10 +259,12 @@ static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len
 {
     (void)session, (void)flags;
     struct conn *c = user_data;
-    if (conn_out_pending(c) >= OUT_HIGH)
-        return NGHTTP2_ERR_WOULDBLOCK;
-    if (buf_append(&c->out, data, length))
+    if (conn_out_pending(c) >= OUT_HIGH || c->file_out)
+        return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
+    if (conn_out_reserve(c, length))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
+    memcpy(c->out.data + c->out.len, data, length);
+    c->out.len += length;
     return (ssize_t)length;
 }
 
@@ -245,15 +274,25 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     (void)session;
     struct conn *c = user_data;
     struct h2_stream *s = source->ptr;
-    if (conn_out_pending(c) >= OUT_HIGH)
-        return NGHTTP2_ERR_WOULDBLOCK;
+    if (conn_out_pending(c) >= OUT_HIGH || c->file_out)
+        return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
     size_t pad = frame->data.padlen;
+    /* Cleartext, from a file: the frame header here, the payload by sendfile after it. */
+    if (!c->ssl && !pad) {
+        if (conn_out_reserve(c, 9))
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        memcpy(c->out.data + c->out.len, framehd, 9);
+        if (request_out_file(&s->r, length, c)) {
+            c->out.len += 9;
+            return 0;
+        }
+    }
     /* A large body fills the buffer up to OUT_HIGH before each write: take that room at
      * once rather than growing (and copying) the buffer frame by frame. */
     size_t room = 9 + length + pad;
     if (c->out.cap == 0 && length >= BIG_FRAME)
         room += OUT_HIGH;
-    if (buf_reserve(&c->out, room))
+    if (conn_out_reserve(c, room))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     char *p = c->out.data + c->out.len;
     memcpy(p, framehd, 9);
@@ -352,7 +391,7 @@ static bool is_glitch(struct conn *c, const nghttp2_frame_hd *hd, const char **w
         return !(hd->flags & NGHTTP2_FLAG_ACK);
     case NGHTTP2_SETTINGS:
         *what = "SETTINGS";
-        return !(hd->flags & NGHTTP2_FLAG_ACK) && !c->head_since;
+        return !(hd->flags & NGHTTP2_FLAG_ACK) && !c->head_due;
     case NGHTTP2_WINDOW_UPDATE:
         *what = "WINDOW_UPDATE";
         if (h->update_credit > 0) {
@@ -376,7 +415,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     switch (frame->hd.type) {
     case NGHTTP2_SETTINGS:
         if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
-            c->head_since = 0;      /* the preface is complete */
+            c->head_due = false;    /* the preface is complete */
         break;
     case NGHTTP2_RST_STREAM:
         count_reset(c);
@@ -505,6 +544,22 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     return 0;
 }
 
+/* Over TLS a DATA frame's header and payload together fill one 16 KiB TLS record (the
+ * largest there is), rather than a full record and a 9-byte one: a full-size frame would
+ * be 16393 bytes. */
+static ssize_t data_length(nghttp2_session *session, uint8_t frame_type, int32_t stream_id, int32_t session_window,
+                           int32_t stream_window, uint32_t max_frame, void *user_data)
+{
+    (void)session, (void)frame_type, (void)stream_id;
+    const struct conn *c = user_data;
+    ssize_t n = c->ssl && max_frame >= 16384 ? 16384 - 9 : (ssize_t)max_frame;
+    if (n > session_window)
+        n = session_window;
+    if (n > stream_window)
+        n = stream_window;
+    return n;
+}
+
 static int on_error(nghttp2_session *session, int lib_error_code, const char *msg, size_t len, void *user_data)
 {
     (void)session, (void)lib_error_code;
@@ -525,6 +580,7 @@ static void init_once(void)
     nghttp2_session_callbacks_set_error_callback2(callbacks, on_error);
     nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(callbacks, data_length);
     nghttp2_option_new(&options);
     nghttp2_option_set_no_auto_window_update(options, 1);
     /* Closed streams are not kept for the priority tree: their memory goes at once. */
@@ -703,19 +759,13 @@ int h2_start_upgraded(struct conn *c, const uint8_t *settings, size_t len, struc
     struct h2_stream *s = stream_new(c, 1);
     if (!s)
         return -1;
-    s->r.hdr = *head;
-    *head = (struct buf){ 0 };
-    for (size_t off = 0; off < s->r.hdr.len; s->r.nfields++) {
-        const char *n = s->r.hdr.data + off, *v = n + strlen(n) + 1;
-        off = (size_t)(v - s->r.hdr.data) + strlen(v) + 1;
+    for (size_t off = 0; off < head->len;) {
+        const char *n = head->data + off, *v = n + strlen(n) + 1;
+        off = (size_t)(v - head->data) + strlen(v) + 1;
+        request_add_header(&s->r, n, strlen(n), v, strlen(v));
     }
-    bool head_request = false;
-    for (size_t off = 0; off < s->r.hdr.len;) {
-        const char *n = s->r.hdr.data + off, *v = n + strlen(n) + 1;
-        if (!strcmp(n, ":method"))
-            head_request = !strcmp(v, "HEAD");
-        off = (size_t)(v - s->r.hdr.data) + strlen(v) + 1;
-    }
+    const char *method = req_header(&s->r, ":method");
+    bool head_request = method && !strcmp(method, "HEAD");
     if (nghttp2_session_upgrade2(h->session, settings, len, head_request, s)) {
         request_closed(&s->r);
         nghttp2_session_terminate_session(h->session, NGHTTP2_PROTOCOL_ERROR);
@@ -723,7 +773,8 @@ int h2_start_upgraded(struct conn *c, const uint8_t *settings, size_t len, struc
         return 0;
     }
     h->max_client_stream = 1;
-    c->head_since = ev_now(c->w->loop);     /* the client's preface is due now */
+    c->since = ev_now(c->w->loop);      /* the client's preface is due now */
+    c->head_due = true;
     s->r.body_eof = true;
     if (request_start(&s->r))
         nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, 1, NGHTTP2_REFUSED_STREAM);

@@ -66,6 +66,10 @@ void fuzz_daemon_init(void)
     if (app_init(err, sizeof err) || access_log_open(""))
         abort();
     conn_protocols.cleartext = &detect_proto;
+    /* The fuzzers run under ASan, whose frames are larger: twice the default stack, as
+     * the daemon's sanitizer builds take (core/worker.c). */
+    struct coro_options co = { .stack_size = 2 * cfg.coro_stack_size };
+    coro_configure(&co);
     workers = &worker;
     nworkers = 1;
     if (worker_init_loop(&worker))

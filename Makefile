@@ -1,23 +1,28 @@
 # h2park: everything builds into $(BUILD) (build/ by default).
 #
-#   make                   the daemon, libscalloc.a, tools, tests and benches
+#   make                   the daemon, libscalloc.a and libscalloc.so, tools, tests and benches
 #   make run               build and start the daemon on the embedded default config
 #   make test              build and run every test; SAN=1 under ASan+UBSan; TSAN=1 the
 #                          allocator, coroutine and stress tests under ThreadSanitizer
 #   make install           install-daemon and install-lib, under PREFIX (/usr/local),
 #                          staged under DESTDIR if set
 #   make install-daemon    h2park, its config, systemd units and man page
-#   make install-lib       libscalloc.a, its headers and scalloc.pc
-#   make bench-alloc       allocator benchmark (figures in the README)
+#   make install-lib       libscalloc.a (and .so), its headers and scalloc.pc
+#   make test-preload      real programs (python3, gcc, git, perl, sqlite3, nghttpd, redis)
+#                          run with LD_PRELOAD=build/libscalloc.so, their output checked
+#   make bench-alloc       allocator benchmark (figures in the README), then bench-programs
+#   make bench-programs    the drop-in against glibc, jemalloc, mimalloc and tcmalloc by
+#                          LD_PRELOAD on workloads, python3, gcc and redis (BENCH_QUICK=1: short)
 #   make bench-coro        coroutine benchmark
 #   make fuzz              every libFuzzer target for FUZZ_SECONDS each (clang)
 #
 # Build options (a change of any of them rebuilds everything):
-#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  CORO=asm|ucontext  SAN=0|1  TSAN=0|1
+#   CC=gcc|clang  SIZE_SPECIALIZED=1|0  TINY=1|0  CORO=asm|ucontext  SAN=0|1  TSAN=0|1
 #   CORO_CHECKS=1 (coro_resume checks its coroutine is suspended in the inline switch too)
 
 BUILD ?= build
 SIZE_SPECIALIZED ?= 1
+TINY ?= 0
 CORO ?= asm
 SAN ?= 0
 TSAN ?= 0
@@ -61,14 +66,18 @@ ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthrea
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
 SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
 
+# The tiny allocator: off by default (the README's Allocator section has the figures
+# behind that), and always off in ASan builds (alloc/tiny.c says why).
+SC_TINY := $(if $(filter 0,$(SAN)),$(TINY),0)
+
 # Objects depend on the flags they were built with.
-FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL) SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
+FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL) SIZE_SPECIALIZED=$(SIZE_SPECIALIZED) TINY=$(SC_TINY)
 $(shell mkdir -p $(BUILD)/obj $(BUILD)/gen; \
   echo '$(FLAGS_STR)' | cmp -s - $(BUILD)/flags || echo '$(FLAGS_STR)' > $(BUILD)/flags)
 
 ALLOC_SRC := alloc/fatal.c alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c \
              alloc/malloc.c alloc/quarantine.c alloc/scavenge.c alloc/growth.c alloc/stats.c \
-             alloc/fork.c alloc/valgrind.c
+             alloc/fork.c alloc/valgrind.c alloc/foreign.c alloc/tiny.c
 ALLOC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/obj/%.o)
 GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h
 
@@ -78,6 +87,17 @@ GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/
 # interceptors) that a free here would reject; there mem.c's hooks route the libraries.
 MALLOC_OBJ := $(BUILD)/obj/alloc/export.o
 DAEMON_MALLOC := $(if $(filter 00,$(SAN)$(TSAN)),$(MALLOC_OBJ))
+
+# The drop-in malloc for LD_PRELOAD: the same sources built position-independent, with
+# initial-exec TLS (SC_SHARED), exporting what alloc/libscalloc.map lists.  Not in
+# sanitizer builds, whose runtimes must be the first allocator a process loads.
+PIC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/pic/%.o) $(BUILD)/pic/alloc/export.o $(BUILD)/pic/alloc/report.o \
+           $(BUILD)/pic/alloc/newdelete.o
+SHARED_LIB := $(if $(filter 00,$(SAN)$(TSAN)),$(BUILD)/libscalloc.so)
+# The same for static linking: an archive of export.o alone, which a program names before
+# libscalloc.a (its undefined malloc pulls the member in); kept out of libscalloc.a so that
+# linking the heap never replaces a program's malloc unasked.
+MALLOC_LIB := $(if $(DAEMON_MALLOC),$(BUILD)/libscalloc_malloc.a)
 
 CORO_SRC := coro/coro.c coro/switch_ucontext.c
 CORO_ASM := coro/switch_x86_64.S coro/switch_aarch64.S
@@ -90,15 +110,18 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/embed.o $(L
 # test_export links the exported malloc family, which sanitizer builds leave out.
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(if $(DAEMON_MALLOC),$(BUILD)/tests/test_export) \
               $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
-BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro
+BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro $(BUILD)/bench/bench_workloads
 
-TARGETS := $(BUILD)/libscalloc.a $(BUILD)/sc-classes $(UNIT_TESTS) $(BENCHES)
+# What tests/e2e_preload.sh runs under the drop-in (built against glibc alone).
+PRELOAD_TESTS := $(if $(SHARED_LIB),$(BUILD)/tests/preload_corners $(BUILD)/tests/libpreload_tls.so)
+
+TARGETS := $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(BUILD)/sc-classes $(UNIT_TESTS) $(PRELOAD_TESTS) $(BENCHES)
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
 TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy
 
-.PHONY: all run test install bench-alloc bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
+.PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
 all: $(BUILD)/.deps-build $(TARGETS)
 
 $(BUILD)/.deps-build: scripts/ensure-deps.sh
@@ -112,18 +135,21 @@ $(BUILD)/.deps-fuzz: scripts/ensure-deps.sh
 
 $(BUILD)/mksizeclasses: alloc/mksizeclasses.c
 	$(CC) -std=gnu11 -O1 $(WARN) -o $@ $<
-$(BUILD)/gen/sc_sizeclasses.h: $(BUILD)/mksizeclasses
-	$< tables > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/sc_sizeclasses.h: $(BUILD)/mksizeclasses $(BUILD)/flags
+	$< tables $(if $(filter 1,$(SC_TINY)),tiny) > $@.tmp && mv $@.tmp $@
 $(BUILD)/gen/sc_specialized.h: $(BUILD)/mksizeclasses
 	$< specialized > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/sc_config.h: $(BUILD)/flags
-	printf '/* Generated by the Makefile: how this libscalloc was built. */\n#define SC_SIZE_SPECIALIZED %s\n' \
-	  $(SIZE_SPECIALIZED) > $@.tmp && mv $@.tmp $@
+	printf '/* Generated by the Makefile: how this libscalloc was built. */\n#define SC_SIZE_SPECIALIZED %s\n#define SC_TINY %s\n' \
+	  $(SIZE_SPECIALIZED) $(SC_TINY) > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/obj/%.o: %.c $(GEN) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/pic/%.o: %.c $(GEN) $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -fno-semantic-interposition -DSC_SHARED=1 -MMD -MP -c -o $@ $<
 $(BUILD)/obj/%.o: %.S $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
@@ -135,6 +161,12 @@ $(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c $(BUILD)/flags
 	$(CC) -std=gnu11 $(CFLAGS) $(SANFLAGS) -w -I$(LLHTTP_INC) -c -o $@ $<
 
 $(BUILD)/libscalloc.a: $(ALLOC_OBJ)
+	rm -f $@ && ar rcs $@ $^
+# -z nodelete: memory it handed out may outlive any dlclose.
+$(BUILD)/libscalloc.so: $(PIC_OBJ) alloc/libscalloc.map
+	$(CC) -shared -o $@ $(PIC_OBJ) -Wl,--version-script=alloc/libscalloc.map -Wl,-Bsymbolic \
+	  -Wl,-z,nodelete $(LDFLAGS_ALL)
+$(BUILD)/libscalloc_malloc.a: $(MALLOC_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/libcoro.a: $(CORO_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -154,6 +186,12 @@ $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
 $(BUILD)/tests/test_export: $(BUILD)/obj/tests/test_export.o $(MALLOC_OBJ) $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/preload_corners: $(BUILD)/obj/tests/preload_corners.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
+$(BUILD)/tests/libpreload_tls.so: tests/preload_tls.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< $(LDFLAGS_ALL)
 $(BUILD)/tests/test_stress: $(BUILD)/obj/tests/test_stress.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
@@ -171,6 +209,10 @@ $(BUILD)/tests/test_proxy: $(BUILD)/obj/tests/test_proxy.o $(filter-out $(BUILD)
 $(BUILD)/bench/bench_alloc: bench/bench_alloc.c $(BUILD)/libscalloc.a $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ bench/bench_alloc.c $(BUILD)/libscalloc.a -ldl $(LDFLAGS_ALL)
+# Against glibc alone: the allocator under test is preloaded (bench/bench-programs.sh).
+$(BUILD)/bench/bench_workloads: $(BUILD)/obj/bench/bench_workloads.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
@@ -217,23 +259,27 @@ install-daemon: $(BUILD)/h2park $(BUILD)/h2park.8
 
 # The allocator as a library: one include directory (its sc_config.h says how the library
 # was built) and a pkg-config file whose Libs carry what linking it needs (the sanitizer
-# runtime in SAN/TSAN builds).
+# runtime in SAN/TSAN builds).  Libs names the archive: a program links scalloc
+# statically, with local-exec TLS; the .so beside it is the drop-in for LD_PRELOAD.
 SC_VERSION := 0.1.0
-install-lib: $(BUILD)/libscalloc.a $(GEN)
+install-lib: $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(GEN)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/scalloc
-	install -m 644 $(BUILD)/libscalloc.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libscalloc.a $(MALLOC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(SHARED_LIB),install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/)
 	install -m 644 alloc/scalloc.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h \
 	  $(DESTDIR)$(PREFIX)/include/scalloc/
 	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include/scalloc' 'libdir=$${prefix}/lib' '' \
 	  'Name: scalloc' 'Description: a Go-style size-class heap for C (from h2park)' 'Version: $(SC_VERSION)' \
-	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lscalloc -pthread $(strip $(SANFLAGS))' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -l:libscalloc.a -pthread $(strip $(SANFLAGS))' \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/scalloc.pc
 
-# Both allocator builds, both context switches and the checked inline switch pass the
-# same unit tests.  Under
+# Both allocator builds, with and without the tiny allocator, both context switches and
+# the checked inline switch pass the same unit tests.  Under
 # ThreadSanitizer only the threaded parts run (the allocator, the coroutines, the
 # stress) and no end-to-end test.
-VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/ucontext/tests/test_coro $(BUILD)/checks/tests/test_coro
+VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc $(BUILD)/tiny/tests/test_alloc $(BUILD)/tiny/tests/test_stress \
+                 $(BUILD)/ucontext/tests/test_coro \
+                 $(BUILD)/checks/tests/test_coro
 ifeq ($(TSAN),1)
 TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
 test: $(BUILD)/.deps-test $(TEST_PROGS)
@@ -242,13 +288,26 @@ TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))
 test: $(BUILD)/.deps-test all
 endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/tiny/tests/test_alloc $(BUILD)/tiny/tests/test_stress
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/checks CORO_CHECKS=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/checks/tests/test_coro
 	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
 
+# The drop-in under real programs alone (make test runs it too).
+test-preload: $(BUILD)/.deps-test all
+	@BUILD=$(BUILD) TESTS= E2E=tests/e2e_preload.sh tests/run.sh
+
 bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 $(BUILD)/tiny/bench/bench_alloc
 	@BUILD=$(BUILD) bench/bench-alloc.sh
+	@$(MAKE) --no-print-directory bench-programs
+
+# The drop-in against glibc, jemalloc, mimalloc and tcmalloc on workloads and programs
+# (the README's table); BENCH_QUICK=1 runs one short round.
+bench-programs: $(BUILD)/.deps-bench all
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 $(BUILD)/tiny/libscalloc.so
+	@BUILD=$(BUILD) bench/bench-programs.sh $(if $(BENCH_QUICK),--quick)
 
 bench-coro: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext $(BUILD)/ucontext/bench/bench_coro
@@ -257,4 +316,4 @@ bench-coro: $(BUILD)/.deps-bench all
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)

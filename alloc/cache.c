@@ -22,7 +22,8 @@
 #define REFILL_SCAN 8
 
 sc_span sc_empty_span;
-__thread sc_cache sc_tls __attribute__((tls_model("local-exec"))) = {
+__thread sc_cache sc_tls SC_TLS = {
+    .tiny_off = 16,
     .cur = { [0 ... SC_NSPANCLASS - 1] = &sc_empty_span },
 };
 
@@ -30,6 +31,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static sc_cache *registry;
 static uint64_t exited_nremote[SC_NSPANCLASS];
 static struct sc_large_counts exited_large;
+static uint64_t exited_tiny[2];      /* tiny objects allocated, freed */
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static _Atomic unsigned trim_epoch;
@@ -108,6 +110,7 @@ bool sc_cache_large_put(sc_span *s)
 
 static void cache_flush(sc_cache *c)
 {
+    sc_tiny_retire(c);
     while (c->nlarge)
         large_release_oldest(c);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
@@ -134,6 +137,10 @@ static void retire_counts(sc_cache *c)
     exited_large.alloc_bytes += c->large_counts.alloc_bytes;
     exited_large.free_bytes += c->large_counts.free_bytes;
     memset(&c->large_counts, 0, sizeof c->large_counts);
+    exited_tiny[0] += c->tiny_allocs;
+    exited_tiny[1] += c->tiny_frees;
+    __atomic_store_n(&c->tiny_allocs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->tiny_frees, 0, __ATOMIC_RELAXED);
 }
 
 /* Under registry_lock. */
@@ -164,6 +171,14 @@ void sc_cache_count_gone(unsigned spanclass)
 {
     pthread_mutex_lock(&registry_lock);
     exited_nremote[spanclass]++;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* A tiny object freed by a thread whose cache is gone. */
+void sc_cache_count_tiny_gone(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    exited_tiny[1]++;
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -214,12 +229,13 @@ static sc_span *fresh_span(unsigned sc)
     if (!s)
         return NULL;
     sc_span_init_small(s);
-    atomic_store_explicit(&s->owner, sc_thread_id(), memory_order_relaxed);
+    atomic_store_explicit(&s->owner, sc_owner_tag(sc), memory_order_relaxed);
     return s;
 }
 
 void sc_cache_trim(sc_cache *c)
 {
+    sc_tiny_retire(c);
     while (c->nlarge)
         large_release_oldest(c);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
@@ -340,13 +356,17 @@ void sc_trim_all_caches(void)
     }
 }
 
-void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large)
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large, uint64_t tiny[2])
 {
     pthread_mutex_lock(&registry_lock);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] = exited_nremote[sc];
     *large = exited_large;
+    tiny[0] = exited_tiny[0];
+    tiny[1] = exited_tiny[1];
     for (sc_cache *c = registry; c; c = c->reg_next) {
+        tiny[0] += __atomic_load_n(&c->tiny_allocs, __ATOMIC_RELAXED);
+        tiny[1] += __atomic_load_n(&c->tiny_frees, __ATOMIC_RELAXED);
         for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
             nremote[sc] += __atomic_load_n(&c->nremote[sc], __ATOMIC_RELAXED);
         large->mallocs += __atomic_load_n(&c->large_counts.mallocs, __ATOMIC_RELAXED);

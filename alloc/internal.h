@@ -28,10 +28,14 @@
  *   them over all spans (the page heap keeps the totals of spans that are gone).
  * - Layers call downward only: malloc.c (entry points) -> cache.c (per-thread caches)
  *   -> central.c (spans of exited threads) -> span.c -> pageheap.c, the floor, which
- *   calls nothing above it; fatal.c and valgrind.c are leaves everyone may call.
+ *   calls nothing above it; fatal.c, foreign.c and valgrind.c are leaves everyone may call.
  *   scavenge.c, stats.c and fork.c sit on top and reach into several layers; export.c
  *   (the C library's malloc family) is built on the public API alone.
- * - libscalloc.a is for linking into executables: its TLS is local-exec.
+ * - libscalloc.a is for linking into executables: its TLS is local-exec, one
+ *   segment-relative access.  libscalloc.so (SC_SHARED, built -fPIC) is loaded with the
+ *   program (LD_PRELOAD or DT_NEEDED), so its TLS is initial-exec: a static offset read
+ *   from the GOT, one instruction more, and no __tls_get_addr call (which global-dynamic
+ *   would make, and which may itself call malloc).
  * - In ASan builds (SAN=1) a free object and every byte of a span not handed out is
  *   poisoned, so that ASan reports any access to them; the allocator's own reads and
  *   writes of a free object's link word open it for that access (sc_link_load,
@@ -97,13 +101,27 @@
 #define SC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define SC_HIDDEN __attribute__((visibility("hidden")))
+#if defined(SC_SHARED) && SC_SHARED
+#define SC_TLS __attribute__((tls_model("initial-exec")))
+#else
+#define SC_TLS __attribute__((tls_model("local-exec")))
+#endif
 
 /* A span class is a size class and whether the span holds coroutine stacks; heap span
- * classes equal their size class, so the malloc path indexes with the class itself. */
-#define SC_NSPANCLASS (SC_NCLASS * 2)
+ * classes equal their size class, so the malloc path indexes with the class itself.  Two
+ * more serve the tiny allocator (tiny.c): SC_TINY_SPANS, spans of 16-byte blocks that
+ * hold tiny objects, and SC_TINY_SLOT, the value the size table gives a tiny size, whose
+ * current span is always the empty one, so the generic malloc path reaches the tiny
+ * allocator through its refill branch and pays nothing for it on other sizes. */
+#define SC_TINY_SPANS (SC_NCLASS * 2)
+#define SC_TINY_SLOT (SC_NCLASS * 2 + 1)
+#define SC_NSPANCLASS (SC_NCLASS * 2 + 2)
 #define SC_SPANCLASS(cls, stack) ((unsigned)(cls) + ((stack) ? SC_NCLASS : 0u))
-#define SC_SPANCLASS_CLASS(sc) ((sc) % SC_NCLASS)
-#define SC_SPANCLASS_STACK(sc) ((sc) >= SC_NCLASS)
+#define SC_SPANCLASS_CLASS(sc) ((sc) >= SC_TINY_SPANS ? 2u : (sc) % SC_NCLASS)
+#define SC_SPANCLASS_STACK(sc) ((sc) >= SC_NCLASS && (sc) < SC_TINY_SPANS)
+#if SC_TINY && SC_ASAN
+#error "the tiny allocator is off in ASan builds (the Makefile sets SC_TINY 0 with SAN)"
+#endif
 
 #define SC_TF_ABANDONED ((uintptr_t)1)
 
@@ -149,6 +167,11 @@ struct sc_large_counts {
 
 typedef struct sc_cache sc_cache;
 struct sc_cache {
+    /* The tiny allocator's current block and the offset of its next free byte; 16 (more
+     * than a block holds) when there is none, so the fast path's one bounds test fails. */
+    char *tiny;
+    unsigned tiny_off;
+    uint64_t tiny_allocs, tiny_frees;  /* tiny objects this thread allocated and freed */
     sc_span *cur[SC_NSPANCLASS];
     /* Frees this thread pushed onto other threads' spans, by span class. */
     uint64_t nremote[SC_NSPANCLASS];
@@ -191,7 +214,7 @@ struct sc_heap {
 
 extern struct sc_heap sc_heap SC_HIDDEN;
 extern sc_span sc_empty_span SC_HIDDEN;
-extern __thread sc_cache sc_tls SC_HIDDEN __attribute__((tls_model("local-exec")));
+extern __thread sc_cache sc_tls SC_HIDDEN SC_TLS;
 /* Remote frees collected by owners, by span class (one add per collected list). */
 extern _Atomic uint64_t sc_remote_collected[SC_NSPANCLASS] SC_HIDDEN;
 
@@ -250,6 +273,14 @@ static inline bool sc_owned_here(const sc_span *s)
 #else
     return atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_thread_id();
 #endif
+}
+
+/* What a span's owner field holds when this thread owns it: its id, with the low bit set
+ * for tiny spans (thread ids are aligned), so the free fast path's ownership test fails for
+ * every tiny object and sends it to the slow path, which knows the block's bitmap. */
+static inline uintptr_t sc_owner_tag(unsigned spanclass)
+{
+    return sc_thread_id() | (SC_TINY && spanclass == SC_TINY_SPANS);
 }
 
 /* NULL outside the grown heap; inside it never NULL (pages in no span map to a FREE
@@ -328,6 +359,7 @@ static inline __attribute__((always_inline)) void *sc_span_pop(sc_span *s)
 void sc_heap_init(void) SC_HIDDEN;
 sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zero) SC_HIDDEN;
 void sc_heap_free(sc_span *s) SC_HIDDEN;
+bool sc_heap_resize(sc_span *s, size_t npages) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
 void sc_heap_release_free(void) SC_HIDDEN;
@@ -348,12 +380,19 @@ void *sc_cache_refill(size_t spanclass, bool *zeroed) SC_HIDDEN __attribute__((c
 void sc_cache_trim(sc_cache *c) SC_HIDDEN;
 bool sc_cache_use(sc_cache *c) SC_HIDDEN;
 void sc_cache_count_gone(unsigned spanclass) SC_HIDDEN;
-void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large) SC_HIDDEN;
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large, uint64_t tiny[2]) SC_HIDDEN;
+void sc_cache_count_tiny_gone(void) SC_HIDDEN;
+/* tiny.c */
+void *sc_tiny_malloc(size_t n) SC_HIDDEN;
+void sc_tiny_free(void *p, sc_span *s) SC_HIDDEN;
+size_t sc_tiny_usable(const void *p) SC_HIDDEN;
+void sc_tiny_retire(sc_cache *c) SC_HIDDEN;
 void *sc_cache_large_get(size_t npages) SC_HIDDEN;
 bool sc_cache_large_put(sc_span *s) SC_HIDDEN;
 void sc_trim_all_caches(void) SC_HIDDEN;
 /* malloc.c */
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;
+void sc_free_block(void *block, sc_span *s) SC_HIDDEN;
 sc_span *sc_check_free(void *p, sc_span *s) SC_HIDDEN;
 void sc_free_now(void *p) SC_HIDDEN;                     /* ASan builds: sc_free is quarantine.c's */
 /* quarantine.c (ASan builds) */
@@ -376,6 +415,9 @@ void sc_vg_malloclike(void *p, size_t n, bool zeroed) SC_HIDDEN;
 void sc_vg_freelike(void *p) SC_HIDDEN;
 void sc_vg_noaccess(void *p, size_t n) SC_HIDDEN;
 void sc_vg_defined(void *p, size_t n) SC_HIDDEN;
+/* foreign.c: false (0) unless the drop-in passed p to the allocator that owns it */
+bool sc_foreign_free(void *p) SC_HIDDEN;
+size_t sc_foreign_usable(void *p) SC_HIDDEN;
 /* fatal.c */
 __attribute__((noreturn, format(printf, 1, 2))) void sc_fatal(const char *fmt, ...) SC_HIDDEN;
 

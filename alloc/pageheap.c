@@ -311,6 +311,60 @@ void sc_heap_free(sc_span *s)
     pthread_mutex_unlock(&sc_heap.lock);
 }
 
+/* A large object's span resized in place to npages: the tail given back to the free runs,
+ * or the free run right after it taken, if it is long enough (then true).  realloc's way to
+ * grow or shrink a large buffer without copying it. */
+bool sc_heap_resize(sc_span *s, size_t npages)
+{
+    if (sc_heap.valgrind || s->stack || !npages)
+        return false;
+    pthread_mutex_lock(&sc_heap.lock);
+    size_t first = page_index(s->base), old = s->npages;
+    if (npages < old) {
+        size_t tail = old - npages;
+        set_pagemap(first + npages, tail, NOWHERE);
+        s->npages = (uint32_t)npages;
+        sc_heap.inuse_pages -= tail;
+        sc_heap.idle_pages += tail;
+        sc_heap.large_alloc_bytes -= tail << SC_PAGE_SHIFT;
+        sc_asan_poison((void *)(s->base + (npages << SC_PAGE_SHIFT)), tail << SC_PAGE_SHIFT);
+        insert_free_run(first + npages, tail, NULL);
+        pthread_mutex_unlock(&sc_heap.lock);
+        return true;
+    }
+    size_t extra = npages - old, next = first + old;
+    sc_span *r = next < sc_heap.grown_pages ? sc_heap.pagemap[next] : NULL;
+    if (!r || r == NOWHERE || r->state != SC_SPAN_FREE || page_index(r->base) != next || r->npages < extra) {
+        pthread_mutex_unlock(&sc_heap.lock);
+        return false;
+    }
+    run_unlink(r);
+    if (r->npages > extra) {
+        /* The rest stays a free run: its last page keeps its tag, its first is new. */
+        r->base += extra << SC_PAGE_SHIFT;
+        r->npages -= (uint32_t)extra;
+        run_link(r);
+    } else {
+        span_recycle(r);
+    }
+    size_t clean = 0;
+    for (size_t i = next; i < next + extra; i++) {
+        if (!page_dirty(i)) {
+            clean++;
+            sc_heap.dirty[i / 64] |= (uint64_t)1 << (i % 64);
+        }
+    }
+    set_pagemap(next, extra, s);
+    s->npages = (uint32_t)npages;
+    sc_heap.released_pages -= clean;
+    sc_heap.idle_pages -= extra;
+    sc_heap.inuse_pages += extra;
+    sc_heap.large_alloc_bytes += extra << SC_PAGE_SHIFT;
+    sc_asan_unpoison((void *)(sc_heap.base + (next << SC_PAGE_SHIFT)), extra << SC_PAGE_SHIFT);
+    pthread_mutex_unlock(&sc_heap.lock);
+    return true;
+}
+
 static void release_dirty_pages(const sc_span *s)
 {
     size_t first = page_index(s->base), end = first + s->npages;
@@ -346,6 +400,7 @@ void sc_get_config(struct sc_config *out)
 {
     sc_heap_init();
     out->size_specialized = SC_SIZE_SPECIALIZED;
+    out->tiny = SC_TINY && !sc_heap.valgrind;
     out->page_size = SC_PAGE_SIZE;
     out->arena_bytes = sc_heap.reserved_pages << SC_PAGE_SHIFT;
     out->grow_bytes = GROW_PAGES << SC_PAGE_SHIFT;

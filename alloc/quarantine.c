@@ -27,7 +27,7 @@ struct quarantine {
     int state;                     /* Q_GONE once the thread's exit drained it */
 };
 
-static __thread struct quarantine quarantine __attribute__((tls_model("local-exec")));
+static __thread struct quarantine quarantine SC_TLS;
 static _Atomic uint64_t held[SC_NSPANCLASS], held_large, held_large_bytes;
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;

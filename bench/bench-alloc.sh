@@ -44,6 +44,7 @@ for p in $PEERS; do cg "$p" "$ON" "$p"; done
 
 echo "RSS per object..." >&2
 "$ON" rss $PEERS >> "$RAW"
+[ -x "$BUILD/tiny/bench/bench_alloc" ] && "$BUILD/tiny/bench/bench_alloc" rss | sed 's/^rss\tsc\t/rss\tsc-tiny\t/' >> "$RAW"
 [ -n "$JEMALLOC" ] && LD_PRELOAD=$JEMALLOC "$ON" rss jemalloc | grep -P '^rss\tjemalloc' >> "$RAW"
 echo "growth (step $STEP)..." >&2
 "$ON" growth "$STEP" >> "$RAW"
@@ -57,7 +58,7 @@ function onoff(kind, title,   s, a, b, x, y) {
   print "\n" title "\n"
   print "| size | instr on | instr off | instr delta | ns on | ns off | ns delta |"
   print "|---:|---:|---:|---:|---:|---:|---:|"
-  for (s = 1; s <= 14; s++) {
+  for (s = 1; s <= 16; s++) {
     a = ins["sc-on", sz[s], kind] - empty; b = ins["sc-off", sz[s], kind] - empty
     x = t["sc-on", sz[s], kind]; y = t["sc-off", sz[s], kind]
     printf "| %s | %.1f | %.1f | %+.0f%% | %.2f | %.2f | %+.0f%% |\n", sz[s], a, b, b ? 100 * (a - b) / b : 0, x, y, y ? 100 * (x - y) / y : 0
@@ -68,11 +69,11 @@ $1 == "instr" {
   if ($2 == "empty-loop") { empty = $6 / $5; next }
   ins[$2, $3, $4] = $6 / $5; seen[$2] = 1
 }
-$1 == "rss" { rss[$2, $3] = $4; seen[$2] = 1 }
+$1 == "rss" { rss[$2, $3] = $4; pb[$2, $3] = $5; seen[$2] = 1 }
 $1 == "growth" { g[++ng] = $0 }
 END {
   n = split("sc-on sc-off glibc jemalloc mimalloc tcmalloc", order, " ")
-  ns = split("8 16 24 32 48 64 80 88 96 112 128 144 192 256 1024 4096 16384 32768 65536 262144", sz, " ")
+  ns = split("4 8 12 16 24 32 48 64 80 88 96 112 128 144 192 256 1024 4096 16384 32768 65536 262144", sz, " ")
   hdr = "| size |"; sep = "|---:|"
   for (i = 1; i <= n; i++) if (seen[order[i]]) { hdr = hdr " " order[i] " |"; sep = sep "---:|"; cols[++nc] = order[i] }
   printf "Machine: %s, 2 cores. Instructions from callgrind (empty loop subtracted); time: median of 5 runs.\n\n", cpu
@@ -96,10 +97,13 @@ END {
   onoff("pair", "**Size-specialized malloc, on vs off (seed 003), malloc+free pair**")
   onoff("malloc", "**Size-specialized malloc, on vs off: the malloc alone (the mallocs of the batches, frees not counted)**")
   printf "\n`.text` of build/h2park: %d bytes with size-specialized malloc, %d without (%+d bytes, %+.2f%%).\n", text_on, text_off, text_on - text_off, 100 * (text_on - text_off) / text_off
-  print "\n**RSS per live object, 1,000,000 objects**\n"
-  print "| allocator | 24 B | 100 B |"; print "|---|---:|---:|"
-  m = split("sc glibc jemalloc mimalloc tcmalloc", ra, " ")
-  for (i = 1; i <= m; i++) if (rss[ra[i], 24] != "") printf "| %s | %.2f | %.2f |\n", ra[i], rss[ra[i], 24], rss[ra[i], 100]
+  print "\n**RSS per live object, 1,000,000 objects** (sc-tiny: built with `make TINY=1`; in brackets, tiny objects per 16-byte block)\n"
+  print "| allocator | 24 B | 100 B | 4 B | 1..15 B in turn |"; print "|---|---:|---:|---:|---:|"
+  m = split("sc sc-tiny glibc jemalloc mimalloc tcmalloc", ra, " ")
+  for (i = 1; i <= m; i++) if (rss[ra[i], 24] != "") {
+    t4 = pb[ra[i], 4] > 0 ? sprintf(" (%.1f)", pb[ra[i], 4]) : ""; tm = pb[ra[i], "1-15"] > 0 ? sprintf(" (%.2f)", pb[ra[i], "1-15"]) : ""
+    printf "| %s | %.2f | %.2f | %.2f%s | %.2f%s |\n", ra[i], rss[ra[i], 24], rss[ra[i], 100], rss[ra[i], 4], t4, rss[ra[i], "1-15"], tm
+  }
   print "\n**Growth policies (seed 001): append one byte at a time to every target from 320 KiB to 16 MiB**\n"
   print "| policy | targets | reallocations | bytes allocated | mean tail waste | time (ms) |"; print "|---|---:|---:|---:|---:|---:|"
   for (i = 1; i <= ng; i++) { split(g[i], f, "\t"); printf "| %s | %d | %d | %.0f MiB | %.0f KiB | %.0f |\n", f[2], f[7], f[3], f[4] / 1048576, f[5] / 1024, f[6] }

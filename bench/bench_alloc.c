@@ -4,8 +4,10 @@
  *                                 of 1000, every size, for each allocator
  *   bench_alloc instr ALLOC       the same loops once each, bracketed by callgrind client
  *                                 requests (run under valgrind --tool=callgrind)
- *   bench_alloc rss               bytes of RSS per live object, 1,000,000 objects of 24
- *                                 and 100 bytes, each allocator in a fresh child process
+ *   bench_alloc rss               bytes of RSS per live object, 1,000,000 objects of 24,
+ *                                 100 and 4 bytes and of 1..15 bytes in turn, each allocator
+ *                                 in a fresh child process (for sc also tiny objects per
+ *                                 tiny block)
  *   bench_alloc growth            seed 001's growth experiment
  *   bench_alloc stats             us per sc_read_stats with 10^6 live 24 B objects and with
  *                                 10^5 of 1 KiB (it walks every span)
@@ -39,7 +41,7 @@
 
 #define BATCH 1000
 #define SC_PAGE_SHIFT_BENCH 13   /* 8 KiB pages: heap_inuse in pages */
-#define SIZES(X) X(8) X(16) X(24) X(32) X(48) X(64) X(80) X(88) X(96) X(112) X(128) X(144) X(192) X(256) \
+#define SIZES(X) X(4) X(8) X(12) X(16) X(24) X(32) X(48) X(64) X(80) X(88) X(96) X(112) X(128) X(144) X(192) X(256) \
     X(1024) X(4096) X(16384) X(32768) X(65536) X(262144)
 
 static inline void escape(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
@@ -322,9 +324,10 @@ static long rss_now(void)
 static void cmd_rss(int argc, char **argv)
 {
     enum { COUNT = 1000000 };
-    static const size_t sizes[] = { 24, 100 };
+    /* 0: a mix of 1..15 bytes, each size in turn (strings and small structs). */
+    static const size_t sizes[] = { 24, 100, 4, 0 };
     for (int k = -1; k < argc; k++) {
-        for (size_t s = 0; s < 2; s++) {
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
             int fds[2];
             if (pipe(fds))
                 return;
@@ -335,15 +338,23 @@ static void cmd_rss(int argc, char **argv)
                     _exit(3);
                 void **ps = mmap(NULL, COUNT * sizeof *ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                 memset(ps, 0, COUNT * sizeof *ps);
-                a.f(a.m(sizes[s]));            /* the allocator's own start-up */
+                a.f(a.m(sizes[s] ? sizes[s] : 1));     /* the allocator's own start-up */
+                struct sc_tiny_stats st0, st1;
+                sc_read_tiny_stats(&st0, NULL);
                 long before = rss_now();
                 for (int i = 0; i < COUNT; i++) {
-                    ps[i] = a.m(sizes[s]);
-                    memset(ps[i], 1, sizes[s]);
+                    size_t n = sizes[s] ? sizes[s] : 1 + (size_t)i % 15;
+                    ps[i] = a.m(n);
+                    memset(ps[i], 1, n);
                 }
                 double per = (double)(rss_now() - before) / COUNT;
-                char line[96];
-                int n = snprintf(line, sizeof line, "rss\t%s\t%zu\t%.2f\n", a.name, sizes[s], per);
+                sc_read_tiny_stats(&st1, NULL);
+                uint64_t blocks = st1.block_allocs - st0.block_allocs;
+                double per_block = blocks ? (double)(st1.allocs - st0.allocs) / (double)blocks : 0;
+                char line[128];
+                int n = snprintf(line, sizeof line, "rss\t%s\t%s\t%.2f\t%.2f\n", a.name,
+                                 sizes[s] == 24 ? "24" : sizes[s] == 100 ? "100" : sizes[s] == 4 ? "4" : "1-15", per,
+                                 per_block);
                 if (write(fds[1], line, (size_t)n) < 0)
                     _exit(4);
                 _exit(0);

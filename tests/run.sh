@@ -27,12 +27,13 @@ run_one() {
 }
 
 # TESTS names the test programs of this build (the Makefile passes them; by default every
-# test_* in it); under TSAN=1 the end-to-end scripts are left out.
-for t in ${TESTS:-"$BUILD"/tests/test_*}; do
+# test_* in it), E2E the end-to-end scripts (by default every tests/e2e_*.sh); under
+# TSAN=1 the end-to-end scripts are left out.
+for t in ${TESTS-"$BUILD"/tests/test_*}; do
   [ -x "$t" ] || { echo "FAIL ${t#$BUILD/}: not built"; failed=$((failed + 1)); continue; }
   run_one "${t#$BUILD/}" "$t"
 done
-for t in tests/e2e_*.sh; do
+for t in ${E2E:-tests/e2e_*.sh}; do
   [ -f "$t" ] && [ "$TSAN" = 0 ] || continue
   run_one "$(basename "$t")" bash "$t"
 done

@@ -1,0 +1,136 @@
+#!/bin/bash
+# bench-programs.sh [--quick]: whole allocators compared by LD_PRELOAD on workloads and real
+# programs - scalloc (build/libscalloc.so; and build/tiny/libscalloc.so, the same with the
+# tiny allocator, where built), glibc (nothing preloaded), jemalloc, mimalloc and
+# tcmalloc (Debian's libraries, where installed).  Prints the README's tables (Markdown)
+# and keeps them in $BUILD/bench/programs-report.md, the raw figures in programs-raw.tsv.
+#
+# Workloads (bench/bench_workloads.c): larson, xmalloc-test, cache-scratch, glibc-simple,
+# mstress; programs: python3 on tests/preload/alloc.py, gcc -O2 on a generated file
+# (tests/preload/gen_c.py), redis-server driven by redis-benchmark (ops/s; the server's
+# peak RSS).  Every figure is the median of 5 runs, and the runs are interleaved: round
+# after round, each workload under every allocator in turn (the order rotating), so a
+# slow spell of a shared machine lands on all of them.  Time is wall-clock; RSS is the
+# peak (getrusage's ru_maxrss of the process, VmHWM of redis-server).  --quick: one round
+# at small sizes, to check that everything runs.
+set -eu
+BUILD=${BUILD:-build}
+ROUNDS=5 QUICK=0
+[ "${1:-}" = --quick ] && ROUNDS=1 QUICK=1
+OUT=$BUILD/bench
+mkdir -p "$OUT"
+RAW=$OUT/programs-raw.tsv
+REPORT=$OUT/programs-report.md
+W=$BUILD/bench/bench_workloads
+LIB=/usr/lib/$(gcc -print-multiarch)
+TMP=$(mktemp -d)
+RPID=
+trap '[ -n "$RPID" ] && kill -9 "$RPID" 2>/dev/null; rm -rf "$TMP"' EXIT
+
+declare -A PRE=([scalloc]=$PWD/$BUILD/libscalloc.so [scalloc-tiny]=$PWD/$BUILD/tiny/libscalloc.so [glibc]=
+  [jemalloc]=$LIB/libjemalloc.so.2 [mimalloc]=$LIB/libmimalloc.so.2 [tcmalloc]=$LIB/libtcmalloc_minimal.so.4)
+ALLOCS=""
+for a in scalloc scalloc-tiny glibc jemalloc mimalloc tcmalloc; do
+  if [ -z "${PRE[$a]}" ] || [ -f "${PRE[$a]}" ]; then ALLOCS="$ALLOCS $a"; else echo "# $a: ${PRE[$a]} not found" >&2; fi
+done
+set -- $ALLOCS; NALLOC=$#
+
+if [ $QUICK = 1 ]; then S=(5 1 5 1 5 1 150 2000); else S=(200 20 100 10 100 3 700 200000); fi
+PY=/usr/bin/python3
+$PY tests/preload/gen_c.py "${S[6]}" > "$TMP/big.c"
+WORKLOADS="larson xmalloc-test cache-scratch glibc-simple mstress python3 gcc redis"
+
+free_port() { echo $(( 20000 + (RANDOM * 7 + $$) % 20000 )); }
+
+# measure WORKLOAD ALLOC: prints "wall_s rss_kb ops" (ops only for redis)
+measure() {
+  local w=$1 pre=${PRE[$2]} line
+  case $w in
+    larson) line=$(LD_PRELOAD=$pre "$W" larson 2 "${S[0]}") ;;
+    xmalloc-test) line=$(LD_PRELOAD=$pre "$W" xmalloc 2 "${S[1]}") ;;
+    cache-scratch) line=$(LD_PRELOAD=$pre "$W" cache-scratch 2 "${S[2]}") ;;
+    glibc-simple) line=$(LD_PRELOAD=$pre "$W" glibc-simple 1 "${S[3]}") ;;
+    mstress) line=$(LD_PRELOAD=$pre "$W" mstress 2 "${S[4]}") ;;
+    python3) line=$("$W" run env LD_PRELOAD="$pre" $PY tests/preload/alloc.py "${S[5]}" 2>&1 >/dev/null) ;;
+    gcc) line=$("$W" run env LD_PRELOAD="$pre" gcc -O2 -c "$TMP/big.c" -o "$TMP/big.o" 2>&1 >/dev/null) ;;
+    redis) measure_redis "$pre"; return ;;
+  esac
+  echo "$line" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } } END { print v["wall_s"], v["maxrss_kb"], "-" }'
+}
+
+measure_redis() {
+  local pre=$1 port i ops
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    LD_PRELOAD=$pre redis-server --port "$port" --save '' --appendonly no > "$TMP/redis.log" 2>&1 &
+    RPID=$!
+    for i in $(seq 1 50); do [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && break; sleep 0.1; done
+    kill -0 "$RPID" 2>/dev/null && break
+  done
+  local t0 t1
+  t0=$(date +%s.%N)
+  redis-benchmark -p "$port" -q -n "${S[7]}" -r 100000 -c 50 -P 8 -t set,get,incr,lpush,rpop,sadd,hset,zadd,lrange_100,mset \
+    > "$TMP/rbench.out" 2>&1
+  t1=$(date +%s.%N)
+  local hwm
+  hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$RPID/status")
+  redis-cli -p "$port" SHUTDOWN NOSAVE > /dev/null 2>&1 || true
+  wait "$RPID" 2>/dev/null || true
+  RPID=
+  # Requests per second over all the tests: total requests over the sum of their times.
+  ops=$(tr '\r' '\n' < "$TMP/rbench.out" | grep 'requests per second' | sed 's/.*: \([0-9.]*\) requests per second.*/\1/' |
+    awk -v n="${S[7]}" '$1 > 0 { t += n / $1; k++ } END { printf "%.0f", (t > 0 ? k * n / t : 0) }')
+  echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') $hwm $ops"
+}
+
+: > "$RAW"
+for round in $(seq 1 "$ROUNDS"); do
+  for w in $WORKLOADS; do
+    set -- $ALLOCS
+    first=$(( (round - 1) % NALLOC ))
+    order="${*:first+1} ${*:1:first}"
+    for a in $order; do
+      echo "round $round/$ROUNDS: $w under $a" >&2
+      printf '%s\t%s\t%s\n' "$w" "$a" "$(measure "$w" "$a" | tr ' ' '\t')" >> "$RAW"
+    done
+  done
+done
+
+awk -F'\t' -v allocs="$ALLOCS" -v workloads="$WORKLOADS" -v rounds="$ROUNDS" '
+function median(list,   n, a, i, j, x) {
+  n = split(list, a, " ")
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
+  return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ t[$1, $2] = t[$1, $2] " " $3; r[$1, $2] = r[$1, $2] " " $4; o[$1, $2] = o[$1, $2] " " $5 }
+END {
+  na = split(allocs, A, " "); nw = split(workloads, Wl, " ")
+  hdr = "| workload |"; sep = "|---|"
+  for (i = 1; i <= na; i++) { hdr = hdr " " A[i] " |"; sep = sep "---:|" }
+  printf "Median of %d interleaved runs; the best in each row in bold.\n\n", rounds
+  print "**Time (s; redis: requests per second, higher is better)**\n"; print hdr " scalloc vs best |"; print sep "---:|"
+  for (k = 1; k <= nw; k++) {
+    w = Wl[k]; best = ""; line = "| " w " |"
+    for (i = 1; i <= na; i++) {
+      v[i] = (w == "redis") ? median(o[w, A[i]]) : median(t[w, A[i]])
+      if (w != "scalloc-tiny" && A[i] != "scalloc-tiny" && (best == "" || (w == "redis" ? v[i] > best : v[i] < best))) best = v[i]
+    }
+    for (i = 1; i <= na; i++) {
+      f = (w == "redis") ? sprintf("%.0f", v[i]) : sprintf("%.3f", v[i])
+      line = line " " (v[i] == best ? "**" f "**" : f) " |"
+      if (A[i] == "scalloc") sc = v[i]
+    }
+    rel = (w == "redis") ? (best > 0 ? 100 * (best - sc) / best : 0) : (best > 0 ? 100 * (sc - best) / best : 0)
+    print line " " (rel == 0 ? "best" : sprintf("%+.0f%%", (w == "redis") ? -rel : rel)) " |"
+  }
+  print "\n**Peak RSS (MiB)**\n"; print hdr " scalloc vs lowest |"; print sep "---:|"
+  for (k = 1; k <= nw; k++) {
+    w = Wl[k]; best = ""; line = "| " w " |"
+    for (i = 1; i <= na; i++) { v[i] = median(r[w, A[i]]) / 1024; if (A[i] != "scalloc-tiny" && (best == "" || v[i] < best)) best = v[i] }
+    for (i = 1; i <= na; i++) {
+      f = sprintf("%.1f", v[i]); line = line " " (v[i] == best ? "**" f "**" : f) " |"
+      if (A[i] == "scalloc") sc = v[i]
+    }
+    print line " " (sc == best ? "lowest" : sprintf("%+.0f%%", 100 * (sc - best) / best)) " |"
+  }
+}' "$RAW" | tee "$REPORT"

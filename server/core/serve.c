@@ -123,14 +123,21 @@ static enum step step(struct conn *c)
     }
     char *chunk = c->w->rbuf;
     int reads = STEP_READS;
+    bool drained = false;
     for (int round = 1;; round++) {
         bool moved = false;
-        while (reads > 0 && wants_input(c)) {
+        while (reads > 0 && !drained && wants_input(c)) {
             ssize_t n = conn_read(c, chunk, sizeof c->w->rbuf);
             if (n == 0)
                 break;
             reads--;
             moved = true;
+            /* A cleartext read that did not fill the buffer took all the socket had: the
+             * next would only say EAGAIN (a system call per request, with one request per
+             * wake-up).  Anything arriving later shows as readiness.  A TLS read ends at a
+             * record's end whatever the socket still holds, so it proves nothing. */
+            if (!c->ssl && n > 0 && (size_t)n < sizeof c->w->rbuf)
+                drained = true;
             /* len 0: the peer's end; the protocol decides what is left to do. */
             if (c->proto->feed(c, chunk, n > 0 ? (size_t)n : 0) < 0) {
                 conn_set_state(c, CONN_CLOSING);

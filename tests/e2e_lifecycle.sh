@@ -30,6 +30,12 @@ serial2=$(echo | openssl s_client -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/nu
 [ -f "$TMP/access.log" ] && grep -q 'style.css' "$TMP/access.log" && ! grep -q 'style.css' "$TMP/access.log.1"
 check sighup_reopens_access_log $? "$(ls "$TMP")"
 [ -n "$serial1" ] && [ "$serial1" != "$serial2" ]; check sighup_reloads_certificate $? "$serial1 / $serial2"
+# A client offering OpenSSL's defaults (AES-256-GCM first) gets AES-128-GCM: the cheaper
+# suite, chosen by the server, in TLS 1.3 and 1.2.
+suite13=$(echo | openssl s_client -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/null | sed -n 's/.*Cipher is //p' | head -1)
+suite12=$(echo | openssl s_client -tls1_2 -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/null | sed -n 's/.*Cipher is //p' | head -1)
+[ "$suite13" = TLS_AES_128_GCM_SHA256 ] && [[ "$suite12" = ECDHE-*-AES128-GCM-SHA256 ]]
+check tls_prefers_aes128_gcm $? "TLS 1.3: $suite13, TLS 1.2: $suite12"
 kill -0 "$DPID"; check sighup_keeps_running $? "daemon gone"
 stop_daemon
 

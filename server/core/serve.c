@@ -128,8 +128,10 @@ static enum step step(struct conn *c)
         bool moved = false;
         while (reads > 0 && !drained && wants_input(c)) {
             ssize_t n = conn_read(c, chunk, sizeof c->w->rbuf);
-            if (n == 0)
+            if (n == 0) {
+                drained = true;      /* not again this step: a large response's rounds each tried */
                 break;
+            }
             reads--;
             moved = true;
             /* A cleartext read that did not fill the buffer took all the socket had: the

@@ -74,8 +74,11 @@ static SSL_CTX *make_ctx(const struct config *c, char *err, size_t errlen)
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     /* TLS 1.2 suites RFC 9113 allows first; anything else still negotiated is answered
-     * with INADEQUATE_SECURITY (tls_cipher_adequate). */
-    SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:HIGH:!aNULL:!MD5");
+     * with INADEQUATE_SECURITY (tls_cipher_adequate).  AES-128-GCM before AES-256-GCM in
+     * both versions, as Go and h2o choose: OpenSSL's own order put AES-256 first, whose
+     * four extra rounds made a 1 MiB response over TLS cost about 40% more CPU. */
+    SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM+AES128:ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:HIGH:!aNULL:!MD5");
+    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
     if (!c->cert[0]) {
         if (selfsigned_use(ctx, c, err, errlen)) {
             SSL_CTX_free(ctx);

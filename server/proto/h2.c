@@ -272,8 +272,8 @@ static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len
 {
     (void)session, (void)flags;
     struct conn *c = user_data;
-    if (conn_out_pending(c) >= OUT_HIGH || c->file_out)
-        return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
+    if (conn_out_pending(c) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK;
     if (conn_out_reserve(c, length))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     memcpy(c->out.data + c->out.len, data, length);
@@ -287,19 +287,14 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     (void)session;
     struct conn *c = user_data;
     struct h2_stream *s = source->ptr;
-    if (conn_out_pending(c) >= OUT_HIGH || c->file_out)
-        return NGHTTP2_ERR_WOULDBLOCK;          /* (a file range must go before any more) */
+    if (conn_out_pending(c) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK;
     size_t pad = frame->data.padlen;
-    /* Cleartext, from a file: the frame header here, the payload by sendfile after it. */
-    if (!c->ssl && !pad) {
-        if (conn_out_reserve(c, 9))
-            return NGHTTP2_ERR_CALLBACK_FAILURE;
-        memcpy(c->out.data + c->out.len, framehd, 9);
-        if (request_out_file(&s->r, length, c)) {
-            c->out.len += 9;
-            return 0;
-        }
-    }
+    /* Copied, never sendfile: a payload of at most the peer's frame size (16 KiB) between
+     * two 9-byte headers made two system calls per frame and a segment each, and the
+     * kernel side of a 1 MiB response cost twice nghttpd's (h2load -c 100 -m 1: 128 send
+     * calls per MiB against its 22 writes of the copied frames).  HTTP/1.1 sends a body
+     * whole by sendfile. */
     /* A large body fills the buffer up to OUT_HIGH before each write: take that room at
      * once rather than growing (and copying) the buffer frame by frame. */
     size_t room = 9 + length + pad;

@@ -138,7 +138,7 @@ else
   echo "ok nginx_proxy_pass_http11 # SKIP nginx not installed"
 fi
 if command -v haproxy >/dev/null; then
-  HPORT=$((PORT + 3))
+  HPORT=$(free_port)
   cat > "$TMP/haproxy.cfg" <<EOF
 global
   log stderr format short local0 info
@@ -156,8 +156,13 @@ backend be
   server h2park 127.0.0.1:$PORT check inter 200ms fall 1 rise 1
 EOF
   haproxy -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 & HPPID=$!; PIDS="$PIDS $HPPID"
-  sleep 1.5
-  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HPORT/")
+  # Up once haproxy listens and its first check has passed (a loaded machine may take
+  # longer than a fixed wait); a check that failed is in its log either way.
+  for i in $(seq 1 50); do
+    code=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HPORT/")
+    [ "$code" = 200 ] && break
+    sleep 0.2
+  done
   [ "$code" = 200 ] && ! grep -qi 'is DOWN' "$TMP/haproxy.log"
   check haproxy_httpchk_up $? "code $code: $(grep -i 'DOWN\|UP' "$TMP/haproxy.log" | head -2)"
   kill "$HPPID"; wait "$HPPID" 2>/dev/null

@@ -512,11 +512,11 @@ int request_out_take(struct request *r, char *dst, size_t n)
 
 bool request_out_finished(const struct request *r) { return r->out_eof && request_out_avail(r) == 0; }
 
-bool request_out_file(struct request *r, uint64_t max, struct conn *c)
+bool request_out_file(struct request *r, struct conn *c)
 {
     if (r->file_fd < 0 || r->file_mem || r->file_left <= 0 || !r->src.hold)
         return false;
-    uint64_t n = (uint64_t)r->file_left < max ? (uint64_t)r->file_left : max;
+    uint64_t n = (uint64_t)r->file_left;
     if (conn_file_out(c, r->file_fd, r->file_off, n, r->src.release, r->src.arg))
         return false;
     r->src.hold(r->src.arg);

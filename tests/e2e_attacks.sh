@@ -104,7 +104,7 @@ after=$(stat_of heap_alloc_bytes)
 check churn_heap_back_within_1pct $? "heap_alloc $before -> $after"
 run slowloris
 
-# A file cut short while it is being sent (sendfile over cleartext, pread over TLS): the
+# A file cut short while it is being sent (sendfile for HTTP/1.1, pread for HTTP/2): the
 # transfer ends (the client sees it incomplete), the daemon carries on.
 group
 for proto in h1 h2c tls; do

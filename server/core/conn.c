@@ -257,8 +257,8 @@ int conn_flush(struct conn *c)
             }
             n = r;
         } else {
-            /* Bytes a file range follows are held for it (MSG_MORE): a frame header and
-             * its payload leave in one segment, not a 9-byte packet and then the rest. */
+            /* Bytes a file range follows are held for it (MSG_MORE): an HTTP/1.1 head
+             * and the start of its body leave in one segment, not a short packet first. */
             n = send(c->fd, c->out.data + c->out_off, left, MSG_NOSIGNAL | (c->file_out ? MSG_MORE : 0));
             if (n < 0) {
                 if (errno == EINTR)

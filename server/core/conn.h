@@ -151,7 +151,7 @@ void worker_forget_ready(struct worker *w, struct conn *c);
 /* Shuts fd's write side and drops what the peer still sends for a while (linger.c). */
 void linger_close(struct worker *w, int fd);
 
-/* A file range that follows conn->out on the socket (cleartext only): sent with
+/* A file range that follows conn->out on the socket (HTTP/1.1 over cleartext): sent with
  * sendfile, from the page cache, never copied through the process.  It holds a reference
  * that keeps fd open (release(arg) drops it), and exists only while it has bytes left:
  * an idle connection pays a pointer for it. */

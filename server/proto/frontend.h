@@ -101,10 +101,10 @@ void request_closed(struct request *r);
 size_t request_out_avail(const struct request *r);
 int request_out_take(struct request *r, char *dst, size_t n);
 bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
-/* Takes up to max bytes of a body that is a file on disk (not a copy in memory) as a
- * range for sendfile, with a reference on the file of its own (dropped by
+/* Takes the rest of a body that is a file on disk (not a copy in memory) as a range
+ * for sendfile, with a reference on the file of its own (dropped by
  * conn_file_out_done): false if the body is no such thing. */
-bool request_out_file(struct request *r, uint64_t max, struct conn *c);
+bool request_out_file(struct request *r, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
 void request_arm_timer(struct request *r);
 

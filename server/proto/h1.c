@@ -621,7 +621,7 @@ static int write_head(struct conn *c, struct h1_request *r)
 static int write_body(struct conn *c, struct h1_request *r)
 {
     /* A file over cleartext goes with sendfile, whole, after the head. */
-    if (!c->ssl && !r->chunked && !c->file_out && request_out_file(&r->r, UINT64_MAX, c))
+    if (!c->ssl && !r->chunked && !c->file_out && request_out_file(&r->r, c))
         return 0;
     size_t avail;
     while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {

@@ -4,4 +4,7 @@
 
 void mem_install_hooks(void);
 
+/* Where in its page every TLS record's plaintext starts in OpenSSL's write buffer. */
+#define MEM_TLS_PAYLOAD_PAGE_OFFSET 2048
+
 #endif

@@ -19,8 +19,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "core/conn.h"
+#include "mem.h"
 #include "scalloc.h"
+
+#define TLS_RECORD_MAX 16384      /* plaintext bytes in one TLS record */
 
 struct conn_protocols conn_protocols;
 
@@ -243,12 +247,21 @@ ssize_t conn_read(struct conn *c, void *buf, size_t len)
  * -1: the peer is gone. */
 int conn_flush(struct conn *c)
 {
+    if (c->ssl && c->out.len - c->out_off > TLS_RECORD_MAX)
+        tls_expect_sealing(c->ssl, c->out.len - c->out_off);
     while (c->out_off < c->out.len) {
         size_t left = c->out.len - c->out_off;
         ssize_t n;
         if (c->ssl) {
             ERR_clear_error();
-            int r = SSL_write(c->ssl, c->out.data + c->out_off, (int)(left > (1u << 30) ? 1u << 30 : left));
+            const char *src = c->out.data + c->out_off;
+            size_t len = left > (1u << 30) ? 1u << 30 : left;
+            /* OpenSSL copies each record's plaintext from src + k * 16 KiB to the same
+             * place; where that place lies just after src modulo 4096 every copy is the
+             * CPU's slow case (copy.h), so a shorter first record moves the rest clear. */
+            if (len > TLS_RECORD_MAX && copy_near_behind((const void *)(uintptr_t)MEM_TLS_PAYLOAD_PAGE_OFFSET, src))
+                len = TLS_RECORD_MAX - 64;
+            int r = SSL_write(c->ssl, src, (int)len);
             if (r <= 0) {
                 int e = SSL_get_error(c->ssl, r);
                 if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
@@ -275,6 +288,13 @@ int conn_flush(struct conn *c)
     }
     buf_free(&c->out);
     c->out_off = 0;
+    if (c->ssl) {
+        int r = tls_send_sealed(c->ssl);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            goto blocked;
+    }
     while (c->file_out) {
         struct file_out *f = c->file_out;
         size_t chunk = f->left < (1u << 30) ? (size_t)f->left : 1u << 30;

@@ -236,9 +236,16 @@ void conn_run_handlers(struct conn *c);     /* request.c: runs the runnable hand
 void requests_cancel_all(struct conn *c);   /* request.c: the connection is going */
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
+/* tlsbatch.c: the socket under ssl, written through a BIO that keeps sealed records for
+ * tls_send_sealed (1: all sent, 0: the socket is full, -1: failed); tls_unsent: bytes
+ * sealed and not yet sent; tls_expect_sealing: n plaintext bytes are about to be sealed. */
+int tls_attach_socket(SSL *ssl, int fd);
+size_t tls_unsent(SSL *ssl);
+int tls_send_sealed(SSL *ssl);
+void tls_expect_sealing(SSL *ssl, size_t n);
 static inline size_t conn_out_pending(const struct conn *c)
 {
-    return c->out.len - c->out_off + (c->file_out ? c->file_out->left : 0);
+    return c->out.len - c->out_off + (c->file_out ? c->file_out->left : 0) + (c->ssl ? tls_unsent(c->ssl) : 0);
 }
 /* Room for n more output bytes.  The buffer is freed whenever it empties (an idle
  * connection holds none), so a step's first bytes take CONN_OUT_FIRST at once rather than

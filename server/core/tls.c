@@ -131,7 +131,7 @@ SSL *tls_new_ssl(int fd)
     pthread_mutex_lock(&ctx_lock);
     SSL *ssl = current_ctx ? SSL_new(current_ctx) : NULL;
     pthread_mutex_unlock(&ctx_lock);
-    if (ssl && SSL_set_fd(ssl, fd) != 1) {
+    if (ssl && tls_attach_socket(ssl, fd)) {
         SSL_free(ssl);
         return NULL;
     }

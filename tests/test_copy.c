@@ -1,0 +1,81 @@
+/* Unit tests of the copies that keep clear of the CPU's slow case: copy.h's test and
+ * piecewise copy (every distance and length around the pieces, bytes exact), and mem.c's
+ * placement of OpenSSL's record buffers (their payload half a page in, a realloc keeping
+ * the contents, every placed buffer given back to the heap whole). */
+#include <openssl/crypto.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "copy.h"
+#include "mem.h"
+#include "scalloc.h"
+
+static void near_behind_is_1_to_63_bytes_modulo_4096(void)
+{
+    static _Alignas(4096) char page[3 * 4096];
+    for (long d = -300; d < 4096 + 300; d++) {
+        long m = ((d % 4096) + 4096) % 4096;
+        bool want = m >= 1 && m <= 63;
+        CHECKF(copy_near_behind(page + 4096 + d, page + 4096) == want, "distance %ld", d);
+    }
+}
+
+static void copy_apart_copies_exactly(void)
+{
+    static char src[40000], dst[48000];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (char)(i * 131 + 7);
+    static const size_t lens[] = { 0, 1, 2047, 2048, 2049, 4096, 16383, 16384, 16385, 39000 };
+    for (size_t s = 0; s < 64; s += 9)
+        for (size_t d = 0; d < 4160; d += (d < 80 ? 1 : 1000))
+            for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+                size_t n = lens[k];
+                if (s + n > sizeof src || d + n + 1 > sizeof dst)
+                    continue;
+                memset(dst, 0x5a, sizeof dst);
+                copy_apart(dst + d, src + s, n);
+                CHECKF(!memcmp(dst + d, src + s, n) && dst[d + n] == 0x5a && (d == 0 || dst[d - 1] == 0x5a),
+                       "src +%zu dst +%zu len %zu", s, d, n);
+            }
+}
+
+static void record_buffers_put_payload_half_a_page_in(void)
+{
+    struct sc_stats before, after;
+    sc_read_stats(&before);
+    /* OpenSSL 3's write and read buffers (16584 and 16712 bytes here), and the sizes
+     * around them that take the same path. */
+    static const size_t sizes[] = { 16385, 16584, 16712, 18300 };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        unsigned char *p = OPENSSL_malloc(sizes[k]);
+        CHECK(p != NULL);
+        CHECKF(((uintptr_t)p + 8) % 4096 == MEM_TLS_PAYLOAD_PAGE_OFFSET, "%zu bytes at page offset %lu",
+               sizes[k], (unsigned long)((uintptr_t)p % 4096));
+        for (size_t i = 0; i < sizes[k]; i++)
+            p[i] = (unsigned char)i;
+        unsigned char *q = OPENSSL_realloc(p, sizes[k] + 100);
+        CHECK(q != NULL && ((uintptr_t)q + 8) % 4096 == MEM_TLS_PAYLOAD_PAGE_OFFSET);
+        for (size_t i = 0; i < sizes[k]; i++)
+            CHECKF(q[i] == (unsigned char)i, "byte %zu lost in realloc", i);
+        unsigned char *small = OPENSSL_realloc(q, 100);      /* out of the placed sizes */
+        CHECK(small != NULL && small[99] == 99);
+        OPENSSL_free(small);
+    }
+    /* Other sizes are the heap's own objects. */
+    void *a = OPENSSL_malloc(100), *b = OPENSSL_malloc(20000);
+    CHECK(a && b && (uintptr_t)b % 32 == 0);
+    OPENSSL_free(a);
+    OPENSSL_free(b);
+    sc_read_stats(&after);
+    CHECKF(after.heap_alloc == before.heap_alloc, "heap_alloc %llu -> %llu: a placed buffer was not freed whole",
+           (unsigned long long)before.heap_alloc, (unsigned long long)after.heap_alloc);
+}
+
+int main(void)
+{
+    mem_install_hooks();
+    RUN(near_behind_is_1_to_63_bytes_modulo_4096);
+    RUN(copy_apart_copies_exactly);
+    RUN(record_buffers_put_payload_half_a_page_in);
+    CHECK_DONE();
+}

@@ -41,14 +41,19 @@ _Static_assert(RECORD_START_PAGE_OFFSET % 32 == 24, "placed buffers must be told
 
 static bool record_buffer_size(size_t n) { return n > 16384 && n <= 16384 + 2048; }
 
-/* The heap object a placed buffer lies in, or NULL for an ordinary pointer. */
-static void *placed_base(void *p)
+/* The heap object a placed buffer lies in, or NULL for an ordinary pointer.  OpenSSL
+ * frees some hundred objects per request: the page-offset test comes first and alone. */
+static __attribute__((noinline)) void *placed_base_slow(void *p)
 {
-    if (((uintptr_t)p & 4095) != RECORD_START_PAGE_OFFSET || sc_usable_size(p) < 1024)
+    if (sc_usable_size(p) < 1024)
         return NULL;
     void *base;
     memcpy(&base, (char *)p - sizeof base, sizeof base);
     return base;
+}
+static inline void *placed_base(void *p)
+{
+    return __builtin_expect(((uintptr_t)p & 4095) == RECORD_START_PAGE_OFFSET, 0) ? placed_base_slow(p) : NULL;
 }
 
 static void *ssl_malloc(size_t n, const char *file, int line)
@@ -67,8 +72,12 @@ static void *ssl_malloc(size_t n, const char *file, int line)
 static void ssl_free(void *p, const char *file, int line)
 {
     (void)file, (void)line;
-    void *base = placed_base(p);
-    sc_free(base ? base : p);
+    if (__builtin_expect(((uintptr_t)p & 4095) == RECORD_START_PAGE_OFFSET, 0)) {
+        void *base = placed_base_slow(p);
+        if (base)
+            p = base;
+    }
+    sc_free(p);
 }
 static void *ssl_realloc(void *p, size_t n, const char *file, int line)
 {

@@ -106,6 +106,13 @@ static long sealed_ctrl(BIO *bio, int cmd, long num, void *ptr)
         const struct sealed *q = BIO_get_data(bio);
         return (long)(q ? q->b.len - q->off : 0) + BIO_ctrl(next, cmd, num, ptr);
     }
+#ifdef BIO_CTRL_GET_KTLS_SEND
+    /* Asked before every record (ten times a small response): records pass through
+     * here sealed, so this chain never hands sealing to the kernel. */
+    case BIO_CTRL_GET_KTLS_SEND:
+    case BIO_CTRL_GET_KTLS_RECV:
+        return 0;
+#endif
     default:
         return next ? BIO_ctrl(next, cmd, num, ptr) : 0;
     }

@@ -602,6 +602,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     } else {
         request_arm_timer(r);
     }
+    /* Last, and the only wake-up: the serve loop it runs may close c and release r
+     * (cancel only marks, or HTTP/1.1's would free both under this function). */
     conn_wake(c);
 }
 

@@ -387,9 +387,11 @@ void conn_request_shutdown(struct conn *c)
     conn_wake(c);
 }
 
+void conn_close_soon(struct conn *c) { c->timed_out = TIMEOUT_FORCE; }
+
 void conn_force_close(struct conn *c)
 {
-    c->timed_out = TIMEOUT_FORCE;
+    conn_close_soon(c);
     conn_wake(c);
 }
 

@@ -226,6 +226,9 @@ int conn_flush(struct conn *c);
 int conn_file_out(struct conn *c, int fd, int64_t off, uint64_t len, void (*release)(void *), void *arg);
 void conn_file_out_done(struct conn *c);
 void conn_close(struct conn *c);
+/* The serve loop closes c at its next step: conn_close_soon leaves waking it to the
+ * caller (who must not touch c after the wake-up), conn_force_close wakes it now. */
+void conn_close_soon(struct conn *c);
 void conn_force_close(struct conn *c);
 void conn_abort_stalled(struct conn *c);
 /* Puts c on its worker's ready list: woken once the loop has served the others. */

@@ -27,7 +27,9 @@ struct request_ops {
     void (*consumed)(struct request *r, size_t n);
     /* The handler waits for body that has not come (HTTP/1.1 sends 100 Continue). */
     void (*body_wanted)(struct request *r);
-    /* A deadline passed: abandon the exchange (RST_STREAM(CANCEL); HTTP/1.1 closes). */
+    /* A deadline passed: abandon the exchange (RST_STREAM(CANCEL); HTTP/1.1 closes).  It
+     * only asks: the caller wakes the connection afterwards, and nothing may run the serve
+     * loop in between (it could free r and its connection under the caller). */
     void (*cancel)(struct request *r);
     /* Handler done and exchange over: free the front end's part and r itself. */
     void (*release)(struct request *r);

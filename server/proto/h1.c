@@ -769,7 +769,8 @@ static void request_body_wanted(struct request *q)
         r->continue_sent = true;
 }
 
-static void request_cancel(struct request *r) { conn_force_close(r->c); }
+/* The caller (a request's deadline) wakes the connection once it is done with it. */
+static void request_cancel(struct request *r) { conn_close_soon(r->c); }
 static void request_release(struct request *r) { sc_free(R(r)); }
 
 const struct request_ops h1_request_ops = {

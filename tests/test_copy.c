@@ -39,6 +39,14 @@ static void copy_apart_copies_exactly(void)
             }
 }
 
+/* mem.c tells a placed pointer by its page offset (24 mod 32), which no object of a class
+ * of 1 KiB or more may start at: every such class size is a multiple of 32. */
+static void classes_from_1k_start_32_aligned(void)
+{
+    for (size_t n = 1024; n <= 32768; n++)
+        CHECKF(sc_roundup(n) % 32 == 0, "class of %zu bytes is %zu", n, sc_roundup(n));
+}
+
 static void record_buffers_put_payload_half_a_page_in(void)
 {
     struct sc_stats before, after;
@@ -76,6 +84,7 @@ int main(void)
     mem_install_hooks();
     RUN(near_behind_is_1_to_63_bytes_modulo_4096);
     RUN(copy_apart_copies_exactly);
+    RUN(classes_from_1k_start_32_aligned);
     RUN(record_buffers_put_payload_half_a_page_in);
     CHECK_DONE();
 }

@@ -110,7 +110,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/embed.o $(L
 # test_export links the exported malloc family, which sanitizer builds leave out.
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(if $(DAEMON_MALLOC),$(BUILD)/tests/test_export) \
               $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
-BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro $(BUILD)/bench/bench_workloads
+BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro $(BUILD)/bench/bench_workloads $(BUILD)/bench/bench_copy
 
 # What tests/e2e_preload.sh runs under the drop-in (built against glibc alone).
 PRELOAD_TESTS := $(if $(SHARED_LIB),$(BUILD)/tests/preload_corners $(BUILD)/tests/libpreload_tls.so)
@@ -219,6 +219,9 @@ $(BUILD)/bench/bench_workloads: $(BUILD)/obj/bench/bench_workloads.o
 $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
+$(BUILD)/bench/bench_copy: $(BUILD)/obj/bench/bench_copy.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 
 FUZZ_TARGETS := conn h2 h1 config path proxy
 FUZZERS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)

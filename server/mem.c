@@ -72,12 +72,8 @@ static void *ssl_malloc(size_t n, const char *file, int line)
 static void ssl_free(void *p, const char *file, int line)
 {
     (void)file, (void)line;
-    if (__builtin_expect(((uintptr_t)p & 4095) == RECORD_START_PAGE_OFFSET, 0)) {
-        void *base = placed_base_slow(p);
-        if (base)
-            p = base;
-    }
-    sc_free(p);
+    void *base = placed_base(p);
+    sc_free(base ? base : p);
 }
 static void *ssl_realloc(void *p, size_t n, const char *file, int line)
 {

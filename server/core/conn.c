@@ -24,8 +24,6 @@
 #include "mem.h"
 #include "scalloc.h"
 
-#define TLS_RECORD_MAX 16384      /* plaintext bytes in one TLS record */
-
 struct conn_protocols conn_protocols;
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)

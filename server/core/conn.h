@@ -242,6 +242,7 @@ int conn_start_proto(struct conn *c, const struct conn_proto *p);
 /* tlsbatch.c: the socket under ssl, written through a BIO that keeps sealed records for
  * tls_send_sealed (1: all sent, 0: the socket is full, -1: failed); tls_unsent: bytes
  * sealed and not yet sent; tls_expect_sealing: n plaintext bytes are about to be sealed. */
+#define TLS_RECORD_MAX 16384      /* plaintext bytes in one TLS record */
 int tls_attach_socket(SSL *ssl, int fd);
 size_t tls_unsent(SSL *ssl);
 int tls_send_sealed(SSL *ssl);

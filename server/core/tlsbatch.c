@@ -75,7 +75,7 @@ static int sealed_write(BIO *bio, const char *data, int len)
     /* A record short of the largest ends what SSL_write was given (OpenSSL cuts full
      * ones first): with nothing ahead of it, it goes straight out, as a small response
      * did before, and only what the socket does not take is kept. */
-    if ((!pending || pending->off == pending->b.len) && len < 16384) {
+    if ((!pending || pending->off == pending->b.len) && len < TLS_RECORD_MAX) {
         int n = BIO_write(BIO_next(bio), data, len);
         if (n == len)
             return len;
@@ -177,5 +177,5 @@ void tls_expect_sealing(SSL *ssl, size_t n)
 {
     struct sealed *q = sealed_get(SSL_get_wbio(ssl));
     if (q)
-        (void)buf_reserve(&q->b, n + (n / 16384 + 1) * 32);
+        (void)buf_reserve(&q->b, n + (n / TLS_RECORD_MAX + 1) * 32);
 }

@@ -568,7 +568,7 @@ static ssize_t data_length(nghttp2_session *session, uint8_t frame_type, int32_t
 {
     (void)session, (void)frame_type, (void)stream_id;
     const struct conn *c = user_data;
-    ssize_t n = c->ssl && max_frame >= 16384 ? 16384 - 9 : (ssize_t)max_frame;
+    ssize_t n = c->ssl && max_frame >= TLS_RECORD_MAX ? TLS_RECORD_MAX - 9 : (ssize_t)max_frame;
     if (n > session_window)
         n = session_window;
     if (n > stream_window)

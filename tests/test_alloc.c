@@ -1,8 +1,9 @@
 /* Unit tests of the size-class heap: the class table against Go's, rounding, alignment,
  * calloc/realloc, a randomized stress run against a shadow model, cross-thread frees,
- * thread exit, scavenging, stats, growth, the aborts on bad frees, and regressions of
- * races that need one particular interleaving of threads (made to happen, not hoped for).
- * The internal header is included only to name a span in those regressions. */
+ * thread exit, scavenging and the release of idle pages without it, stats, growth, the
+ * aborts on bad frees, and regressions of races that need one particular interleaving of
+ * threads (made to happen, not hoped for).  The internal header is included only to name
+ * a span in those regressions. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -433,6 +434,91 @@ static void scavenge_returns_memory(void)
         CHECKF(after - before < (8l << 20), "RSS %ld KiB above the start after scavenging", (after - before) >> 10);
     CHECK(st.heap_released >= (240ull << 20));
     sc_free(ps);
+}
+
+static uint64_t released_now(void)
+{
+    struct sc_stats st;
+    sc_read_stats(&st);
+    return st.heap_released;
+}
+
+/* No thread of the heap's own and no sc_scavenge: a large object freed and left alone for
+ * two 10 ms ticks has its pages released by the next free; one allocated and freed again
+ * in a loop that long keeps its pages all along (no madvise and refault per iteration).
+ * Sizes above the thread's large cache (256 KiB), whose objects go to the page heap. */
+static void idle_pages_go_back_by_themselves(void)
+{
+    enum { LOOPED = 512 << 10, BIG = 4 << 20, OTHER = 2 << 20 };
+    sc_scavenge();
+    uint64_t r0 = released_now();
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long iters = 0;
+    do {
+        char *p = sc_malloc(LOOPED);
+        p[0] = p[LOOPED - 1] = 1;
+        sc_free(p);
+        iters++;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 50000000L);
+    uint64_t r1 = released_now();
+    /* Its pages taken once from the released ones, and never given back.  (ASan's quarantine
+     * holds each object back, so there the loop walks over several places.) */
+    CHECKF(r0 - r1 == LOOPED || CHECK_ASAN, "%ld iterations of a 512 KiB loop: released %lld KiB, not -512",
+           iters, ((long long)r1 - (long long)r0) / 1024);
+
+    char *big = sc_malloc(BIG), *other = sc_malloc(OTHER);
+    memset(big, 1, BIG);
+    other[0] = 1;
+    uint64_t r2 = released_now();
+    sc_free(big);
+    CHECK(released_now() == r2);                 /* not at once */
+    usleep(50000);                               /* two ticks, whatever the clock's granularity */
+    sc_free(other);                              /* the first free of a new tick */
+    uint64_t r3 = released_now();
+    CHECKF(r3 - r2 >= BIG, "freed 4 MiB, idle 50 ms: released %llu KiB", (unsigned long long)(r3 - r2) >> 10);
+    CHECKF(r3 - r2 < BIG + OTHER, "the object freed last was released at once");
+    /* The page heap's count of dirty idle pages, kept run by run, is exact: a scavenge
+     * leaves none. */
+    sc_scavenge();
+    struct sc_stats st;
+    sc_read_stats(&st);
+    CHECKF(st.heap_idle == st.heap_released, "idle %llu KiB, released %llu KiB after a scavenge",
+           (unsigned long long)st.heap_idle >> 10, (unsigned long long)st.heap_released >> 10);
+}
+
+/* A program that moves from one size to the next - 1000 objects of one size allocated and
+ * freed, then of the next - reuses the pages of the sizes it left rather than keeping each
+ * size's spans: the heap in use stays near the largest phase's, not the sum of all. */
+static void sizes_in_turn_reuse_pages(void)
+{
+    static const size_t sizes[] = { 1024, 2048, 3072, 4096 };
+    enum { N = 1000 };
+    static void *ps[N];
+    sc_scavenge();
+    struct sc_stats st;
+    sc_read_stats(&st);
+    uint64_t start = st.heap_inuse, peak = start;
+    for (int round = 0; round < 3; round++) {
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            for (int i = 0; i < N; i++) {
+                ps[i] = sc_malloc(sizes[k]);
+                memset(ps[i], 1, 16);
+            }
+            sc_read_stats(&st);
+            if (st.heap_inuse > peak)
+                peak = st.heap_inuse;
+            for (int i = 0; i < N; i++)
+                sc_free(ps[i]);
+            usleep(11000);                       /* phases a tick apart: see cache.c */
+        }
+    }
+    printf("# sizes in turn: heap_inuse peak %llu KiB above the start (largest phase %d KiB, all %d KiB)\n",
+           (unsigned long long)(peak - start) >> 10, N * 4, N * 10);
+    /* ASan's quarantine keeps up to 1 MiB of the last phase's objects, and their spans. */
+    CHECKF(peak - start <= (uint64_t)N * 4096 + (2u << 20), "heap_inuse peaked %llu KiB above the start",
+           (unsigned long long)(peak - start) >> 10);
 }
 
 static void stats_track_objects(void)
@@ -1267,6 +1353,8 @@ int main(void)
     RUN(use_after_free_reported_by_asan);
     RUN(fork_while_threads_allocate);
     RUN(fork_forgets_the_parents_threads);
+    RUN(idle_pages_go_back_by_themselves);
+    RUN(sizes_in_turn_reuse_pages);
     RUN(scavenge_returns_memory);
     CHECK_DONE();
 }

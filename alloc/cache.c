@@ -10,12 +10,11 @@
  * exited thread, and finally fresh pages.  Empty spans go back to the page heap when the
  * cache is trimmed (sc_scavenge asks every cache), and when the thread keeps taking fresh
  * pages: once it has taken more than max(TRIM_MIN_PAGES, 1/TRIM_FRACTION of the pages it
- * owns) since its last trim, it first gives back the empty spans of the classes it is not
- * using (whose current span is empty as well), so that a program that moves from one phase
- * to the next reuses the pages of the last one's sizes rather than keeping a set of empty
- * spans per size.  The walk looks at every class's current span and at the spans of the
- * classes not in use; the fraction keeps it O(1) per page taken, amortized, and a thread
- * whose spans serve it without fresh pages never walks.  It also runs at most once per
+ * owns) since its last trim, it first gives back all its empty spans, so that a program
+ * that moves from one phase to the next reuses the pages of the last one's sizes rather
+ * than keeping a set of empty spans per size.  The walk visits every span the thread owns;
+ * the fraction keeps that O(1) per page taken, amortized, and a thread whose spans serve it
+ * without fresh pages never walks.  It also runs at most once per
  * page-heap tick (10 ms): a program that cycles through its sizes faster than that would
  * otherwise send each span to the page heap and take it back once a cycle - for glibc's
  * bench-malloc-simple (bench_workloads glibc-simple 1 10, a cycle of eight sizes every 0.1
@@ -249,10 +248,8 @@ static sc_span *fresh_span(unsigned sc)
 }
 
 /* The thread's spans without live objects go back to the page heap; the rest stay, in their
- * order.  A tiny block in use counts as a live object of its span.  idle_only: only of the
- * classes whose current span is empty too, so that the walk skips the spans of classes in
- * use (a class being filled owns many full spans) and costs about what it gives back. */
-static void return_empty_spans(sc_cache *c, bool idle_only)
+ * order.  A tiny block in use counts as a live object of its span. */
+static void return_empty_spans(sc_cache *c)
 {
     c->fresh_pages = 0;
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
@@ -263,8 +260,6 @@ static void return_empty_spans(sc_cache *c, bool idle_only)
                 c->owned_pages -= cur->npages;
                 sc_heap_free(cur);
                 c->cur[sc] = &sc_empty_span;
-            } else if (idle_only) {
-                continue;
             }
         }
         size_t n = 0;
@@ -289,7 +284,7 @@ void sc_cache_trim(sc_cache *c)
     sc_tiny_retire(c);
     while (c->nlarge)
         large_release_oldest(c);
-    return_empty_spans(c, false);
+    return_empty_spans(c);
 }
 
 /* Takes an object from a span, announcing it to valgrind where the heap runs under it. */
@@ -361,7 +356,7 @@ void *sc_cache_refill(size_t spanclass, bool *zeroed)
             uint32_t now = sc_heap_tick_now();
             if (now != c->trim_tick) {
                 c->trim_tick = now;
-                return_empty_spans(c, true);
+                return_empty_spans(c);
                 cur = c->cur[sc];      /* given back if it was empty */
             } else {
                 c->fresh_pages = 0;    /* so that the clock is read once per fraction again */

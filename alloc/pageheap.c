@@ -17,10 +17,10 @@
  *
  * Idle pages also go back by themselves, with no thread of the allocator's own (the drop-in
  * runs inside programs that call nothing but malloc and free): time is cut into 10 ms ticks
- * (CLOCK_MONOTONIC_COARSE, a read of the vDSO's page), and the first locked operation of a
- * new tick - sc_heap_free or sc_heap_resize, slow paths already; frees are what make pages
- * idle, and an allocation would only pay a clock read (6 ns) for nothing new - releases
- * the dirty pages of every free run whose oldest dirty page has been idle a whole tick:
+ * (CLOCK_MONOTONIC_COARSE, a read of the vDSO's page, 6 ns, taken before the lock), and the
+ * first sc_heap_free or sc_heap_resize of a new tick - slow paths already, and frees are what
+ * make pages idle, so allocations read no clock - releases the dirty pages of every free
+ * run whose oldest dirty page has been idle a whole tick:
  * freed in tick t, released from tick t+2 on, 10 to 20 ms after the free.  So each run
  * knows how many of its pages are dirty and since when.  The count is exact: every page of
  * a span is dirty (taking a page marks it), so a freed span adds all its pages, a release
@@ -32,11 +32,10 @@
  * own age.  And a clean run has no age: an object freed and allocated again in a loop
  * (above SC_LARGE_CACHE_PAGES, so not kept by the thread) takes its dirty pages back each
  * time and leaves its run as clean as it found it, so it is released only if the loop
- * pauses a whole tick with the object freed.  (A tick is long against a loop: 10 ms of
- * one lock, a merge and a split per iteration.)  Measured on mstress (bench_workloads
+ * pauses a whole tick with the object freed.  Measured on mstress (bench_workloads
  * mstress 2 100), which frees 50,000 objects of 64 KiB to 1 MiB a second: the peak RSS
- * follows the delay (17.8 MB never released, 16 MB by the newest page, 13 MB by the
- * oldest, 8 MB with 1 ms ticks), since what it frees in a tick is most of its working set.
+ * follows the delay (17.3 MiB never released, 15.7 timed by a run's newest page, 13.6 by
+ * its oldest, 7.7 with 1 ms ticks), since what it frees in a tick is most of its working set.
  * The walk over the free runs happens at most once a tick and stops when no idle page is
  * dirty; runs alternate with spans, so there are never more of them than spans.  Ticks are
  * 32-bit and compared by difference: only a run idle for 497 days could look young again,

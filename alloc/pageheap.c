@@ -16,12 +16,13 @@
  * have to clear them again.
  *
  * Idle pages also go back by themselves, with no thread of the allocator's own (the drop-in
- * runs inside programs that call nothing but malloc and free): time is cut into 10 ms ticks
- * (CLOCK_MONOTONIC_COARSE, a read of the vDSO's page, 6 ns, taken before the lock), and the
- * first sc_heap_free or sc_heap_resize of a new tick - slow paths already, and frees are what
- * make pages idle, so allocations read no clock - releases the dirty pages of every free
- * run whose oldest dirty page has been idle a whole tick:
- * freed in tick t, released from tick t+2 on, 10 to 20 ms after the free.  So each run
+ * runs inside programs that call nothing but malloc and free): time is cut into 1 ms ticks
+ * read from CLOCK_MONOTONIC_COARSE (a read of the vDSO's page, 6 ns, taken before the lock),
+ * and the first sc_heap_free or sc_heap_resize of a new tick - slow paths already, and frees
+ * are what make pages idle, so allocations read no clock - releases the dirty pages of every
+ * free run that has idled at least two ticks by that clock.  The coarse clock moves in the
+ * kernel's timer steps (4 ms at this machine's 250 Hz, 1 ms at 1000 Hz), so a run goes back
+ * at the first free after the next step: here 0 to 4 ms after its own free.  So each run
  * knows how many of its pages are dirty and since when.  The count is exact: every page of
  * a span is dirty (taking a page marks it), so a freed span adds all its pages, a release
  * clears the count, and a run split by an allocation keeps what the pages taken did not
@@ -32,13 +33,17 @@
  * own age.  And a clean run has no age: an object freed and allocated again in a loop
  * (above SC_LARGE_CACHE_PAGES, so not kept by the thread) takes its dirty pages back each
  * time and leaves its run as clean as it found it, so it is released only if the loop
- * pauses a whole tick with the object freed.  Measured on mstress (bench_workloads
- * mstress 2 100), which frees 50,000 objects of 64 KiB to 1 MiB a second: the peak RSS
- * follows the delay (17.3 MiB never released, 15.7 timed by a run's newest page, 13.6 by
- * its oldest, 7.7 with 1 ms ticks), since what it frees in a tick is most of its working set.
+ * pauses across a clock step with the object freed.  Measured on mstress (bench_workloads
+ * mstress 2 100), which frees 35,000 objects of 64 KiB to 1 MiB a second and touches two
+ * pages of each: peak RSS 17.3 MiB never released, 13.6 with 10 ms ticks, 9.6 with 4 ms and
+ * 6.5 with these (glibc 5.0-5.9), since the pages it touched within the delay are most of
+ * what it holds; the time did not move (1.7-2.9 s either way, the machine's noise).  The
+ * cost is the other side of it: a program that frees pages and wants them back a few ms
+ * later pays a madvise and the page faults again (h2park serving 1 KiB over TLS to 100
+ * clients: 83-90 madvise calls in 20,000 requests, CPU per request unchanged).
  * The walk over the free runs happens at most once a tick and stops when no idle page is
  * dirty; runs alternate with spans, so there are never more of them than spans.  Ticks are
- * 32-bit and compared by difference: only a run idle for 497 days could look young again,
+ * 32-bit and compared by difference: only a run idle for 49 days could look young again,
  * and every tick with heap activity releases what is due. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,8 +61,8 @@
 #define MIN_ARENA ((size_t)1 << 30)
 #define VALGRIND_ARENA ((size_t)4 << 30)
 #define META_CHUNK (64u << 10)
-#define PURGE_TICK_NS 10000000u
-#define PURGE_IDLE_TICKS 2u     /* freed in tick t, released from t + 2: idle one whole tick */
+#define PURGE_TICK_NS 1000000u
+#define PURGE_IDLE_TICKS 2u     /* freed in tick t, released from t + 2 */
 
 struct sc_heap sc_heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
 /* What the page map says for a page in no span: owned by nobody and FREE, so the free

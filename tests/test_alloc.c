@@ -444,8 +444,9 @@ static uint64_t released_now(void)
 }
 
 /* No thread of the heap's own and no sc_scavenge: a large object freed and left alone for
- * two 10 ms ticks has its pages released by the next free; one allocated and freed again
- * in a loop that long keeps its pages all along (no madvise and refault per iteration).
+ * 50 ms (many ticks, whatever the clock's step) has its pages released by the next free;
+ * one allocated and freed again in a loop that long keeps its pages all along (no madvise
+ * and refault per iteration).
  * Sizes above the thread's large cache (256 KiB), whose objects go to the page heap. */
 static void idle_pages_go_back_by_themselves(void)
 {
@@ -511,7 +512,7 @@ static void sizes_in_turn_reuse_pages(void)
                 peak = st.heap_inuse;
             for (int i = 0; i < N; i++)
                 sc_free(ps[i]);
-            usleep(11000);                       /* phases a tick apart: see cache.c */
+            usleep(11000);                       /* phases a clock step apart: see cache.c */
         }
     }
     printf("# sizes in turn: heap_inuse peak %llu KiB above the start (largest phase %d KiB, all %d KiB)\n",

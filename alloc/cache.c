@@ -354,7 +354,7 @@ void *sc_cache_refill(size_t spanclass, bool *zeroed)
     if (!pick) {
         c->fresh_pages += sc_class_npages[SC_SPANCLASS_CLASS(sc)];
         if (c->fresh_pages > TRIM_MIN_PAGES && c->fresh_pages > c->owned_pages / TRIM_FRACTION) {
-            uint32_t now = sc_heap_tick_now();
+            uint64_t now = sc_heap_tick_now();
             if (now != c->trim_tick) {
                 c->trim_tick = now;
                 return_empty_spans(c);

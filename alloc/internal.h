@@ -145,7 +145,7 @@ struct sc_span {
         /* A FREE run's own words (no run has objects): how many of its pages are dirty, and
          * the tick in which the oldest of them was freed (pageheap.c).  Zero again, as nalloc
          * and nfreed, once the run is a span. */
-        struct sc_idle { uint32_t since; uint64_t dirty; } idle;
+        struct sc_idle { uint64_t since; uint64_t dirty; } idle;
     };
     uint32_t npages;
     uint8_t spanclass;
@@ -188,8 +188,8 @@ struct sc_cache {
     sc_cache *reg_next, *reg_prev;
     unsigned trim_epoch;
     size_t owned_pages;               /* in the spans above (cur and others) */
-    size_t fresh_pages;               /* taken from the page heap since the last trim */
-    uint32_t trim_tick;               /* the page-heap tick of the last such trim */
+    size_t fresh_pages;               /* taken from the page heap since the last trim or clock check */
+    uint64_t trim_tick;               /* the page-heap tick of the last such trim */
     uint8_t state;                    /* enum sc_cache_state */
 };
 
@@ -215,7 +215,7 @@ struct sc_heap {
     uint64_t runs_nonempty[3]; /* bit n: free_runs[n] is not empty */
     sc_span *spare_spans;      /* recycled span structs */
     size_t inuse_pages, stack_pages, idle_pages, released_pages;
-    uint32_t tick;             /* the purge tick (pageheap.c) of the last free */
+    uint64_t tick;             /* the purge tick (pageheap.c) of the last free */
     size_t large_alloc_bytes;
     uint64_t large_mallocs, large_frees;
     uint64_t gone_nalloc[SC_NSPANCLASS], gone_nfreed[SC_NSPANCLASS];   /* of freed spans */
@@ -370,7 +370,7 @@ void sc_heap_init(void) SC_HIDDEN;
 sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zero) SC_HIDDEN;
 void sc_heap_free(sc_span *s) SC_HIDDEN;
 bool sc_heap_resize(sc_span *s, size_t npages) SC_HIDDEN;
-uint32_t sc_heap_tick_now(void) SC_HIDDEN;
+uint64_t sc_heap_tick_now(void) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
 void sc_heap_release_free(void) SC_HIDDEN;

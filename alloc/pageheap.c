@@ -43,8 +43,8 @@
  * clients: 83-90 madvise calls in 20,000 requests, CPU per request unchanged).
  * The walk over the free runs happens at most once a tick and stops when no idle page is
  * dirty; runs alternate with spans, so there are never more of them than spans.  Ticks are
- * 32-bit and compared by difference: only a run idle for 49 days could look young again,
- * and every tick with heap activity releases what is due. */
+ * 64-bit counts of the monotonic clock, so they never wrap, and every tick with heap
+ * activity releases what is due. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -108,7 +108,7 @@ static void heap_init_once(void)
     sc_heap.key = key | 1;     /* never 0, so an all-zero word never decodes to a link */
     sc_heap.base = base;
     sc_heap.fast_npages = 0;       /* grows with the heap (grow) */
-    sc_heap.tick = sc_heap_tick_now();   /* ticks are compared by difference, from here on */
+    sc_heap.tick = sc_heap_tick_now();
 }
 
 void sc_heap_init(void) { pthread_once(&heap_once, heap_init_once); }
@@ -150,14 +150,14 @@ static size_t count_dirty(size_t first, size_t n)
     return dirty;
 }
 
-uint32_t sc_heap_tick_now(void)
+uint64_t sc_heap_tick_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint32_t)(((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) / PURGE_TICK_NS);
+    return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) / PURGE_TICK_NS;
 }
 
-static bool run_due(const sc_span *r, uint32_t now)
+static bool run_due(const sc_span *r, uint64_t now)
 {
     return r->idle.dirty && now - r->idle.since >= PURGE_IDLE_TICKS;
 }
@@ -169,7 +169,7 @@ static struct sc_idle idle_join(struct sc_idle a, struct sc_idle b)
         return b;
     if (!b.dirty)
         return a;
-    a.since = (int32_t)(b.since - a.since) < 0 ? b.since : a.since;
+    a.since = b.since < a.since ? b.since : a.since;
     a.dirty += b.dirty;
     return a;
 }
@@ -290,9 +290,9 @@ static void insert_free_run(size_t first, size_t n, sc_span *s, struct sc_idle i
 }
 
 /* The first free of a tick releases what has idled long enough (see above). */
-static void heap_tick(uint32_t now)
+static void heap_tick(uint64_t now)
 {
-    if ((int32_t)(now - sc_heap.tick) <= 0)      /* read before the lock: maybe behind another's */
+    if (now <= sc_heap.tick)      /* read before the lock: maybe behind another's */
         return;
     sc_heap.tick = now;
     for (size_t b = 0; b <= EXACT_RUNS && sc_heap.released_pages < sc_heap.idle_pages; b++)
@@ -404,7 +404,7 @@ sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zer
 
 void sc_heap_free(sc_span *s)
 {
-    uint32_t now = sc_heap_tick_now();           /* outside the lock: it is held long enough */
+    uint64_t now = sc_heap_tick_now();           /* outside the lock: it is held long enough */
     pthread_mutex_lock(&sc_heap.lock);
     heap_tick(now);
     size_t first = page_index(s->base), n = s->npages;
@@ -421,7 +421,6 @@ void sc_heap_free(sc_span *s)
     if (s->state == SC_SPAN_SMALL) {
         sc_heap.gone_nalloc[s->spanclass] += s->nalloc;
         sc_heap.gone_nfreed[s->spanclass] += s->nfreed;
-        s->nalloc = s->nfreed = 0;
     }
     sc_heap.idle_pages += n;
     set_pagemap(first, n, NOWHERE);
@@ -443,7 +442,7 @@ bool sc_heap_resize(sc_span *s, size_t npages)
 {
     if (sc_heap.valgrind || s->stack || !npages)
         return false;
-    uint32_t now = sc_heap_tick_now();           /* outside the lock: it is held long enough */
+    uint64_t now = sc_heap_tick_now();           /* outside the lock: it is held long enough */
     pthread_mutex_lock(&sc_heap.lock);
     heap_tick(now);
     size_t first = page_index(s->base), old = s->npages;
@@ -519,7 +518,7 @@ void sc_get_config(struct sc_config *out)
 /* Objects allocated and freed by span class: the counts of all small spans, and of
  * those gone.  Owners count without the lock, one instruction at a time; the walk takes
  * the lock only so that spans neither appear nor vanish under it.  A span whose pages
- * were just taken and not yet set up holds zeros (sc_heap_free cleared them). */
+ * were just taken and not yet set up holds zeros (sc_heap_alloc cleared them). */
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS])
 {
     pthread_mutex_lock(&sc_heap.lock);

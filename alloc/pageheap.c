@@ -28,21 +28,26 @@
  * clears the count, and a run split by an allocation keeps what the pages taken did not
  * have.  A run's age is its oldest dirty page's, so that pages freed every tick next to old
  * ones cannot keep those young; the price is that younger pages merged into a run go with
- * it.  Two rules keep that price off the pages most likely to be wanted again.  A run due
+ * it.  Three rules keep that price off the pages most likely to be wanted again.  A run due
  * for release is released before a freed span merges into it, so a fresh free keeps its
  * own age.  And a clean run has no age: an object freed and allocated again in a loop
  * (above SC_LARGE_CACHE_PAGES, so not kept by the thread) takes its dirty pages back each
  * time and leaves its run as clean as it found it, so it is released only if the loop
- * pauses across a clock step with the object freed.  Measured on mstress (bench_workloads
- * mstress 2 100), which frees 35,000 objects of 64 KiB to 1 MiB a second and touches two
- * pages of each: peak RSS 17.3 MiB never released, 13.6 with 10 ms ticks, 9.6 with 4 ms and
- * 6.5 with these (glibc 5.0-5.9), since the pages it touched within the delay are most of
- * what it holds; the time did not move (1.7-2.9 s either way, the machine's noise).  The
- * cost is the other side of it: a program that frees pages and wants them back a few ms
- * later pays a madvise and the page faults again (h2park serving 1 KiB over TLS to 100
- * clients: 83-90 madvise calls in 20,000 requests, CPU per request unchanged).
- * The walk over the free runs happens at most once a tick and stops when no idle page is
- * dirty; runs alternate with spans, so there are never more of them than spans.  Ticks are
+ * pauses across a clock step with the object freed.  And the heap keeps max(1 MiB, 1/64 of
+ * the pages in use) of dirty idle pages at hand: a release happens only above that, so a
+ * program that frees a little and wants it back a few ms later pays nothing.  Measured
+ * (interleaved runs on a noisy machine): mstress (bench_workloads mstress 2 100), which
+ * frees 35,000 objects of 64 KiB to 1 MiB a second and touches two pages of each, peaks at
+ * 17.3 MiB with nothing released, 13.6 with 10 ms ticks, 9.6 with 4 ms and 6.4-6.8 with
+ * these (glibc 5.0-5.9), since the pages it touched within the delay are most of what it
+ * holds; gcc -O2 on a large file (tests/preload/gen_c.py 700) made 0 madvise calls and
+ * 42,000 page faults with nothing released, 600-750 and 49,000-50,000 with 10 ms ticks,
+ * 10,000-11,000 and 102,000-107,000 (0.2 s more system time) with 1 ms ticks and no pages
+ * kept, 400-1,500 and 46,000-53,000 with these.  h2park serving 1 KiB over TLS to 100
+ * clients, 1 ms ticks and no pages kept: 83-90 madvise calls in 20,000 requests, CPU per
+ * request unchanged.
+ * The walk over the free runs happens at most once a tick and stops once the dirty idle pages
+ * are down to what the heap keeps; runs alternate with spans, so there are never more of them than spans.  Ticks are
  * 64-bit counts of the monotonic clock, so they never wrap, and every tick with heap
  * activity releases what is due. */
 #define _GNU_SOURCE
@@ -62,6 +67,8 @@
 #define VALGRIND_ARENA ((size_t)4 << 30)
 #define META_CHUNK (64u << 10)
 #define PURGE_TICK_NS 1000000u
+#define KEEP_DIRTY_MIN_PAGES 128u  /* 1 MiB */
+#define KEEP_DIRTY_DIV 64u         /* or 1/64 of the pages in use, if more */
 #define PURGE_IDLE_TICKS 2u     /* freed in tick t, released from t + 2 */
 
 struct sc_heap sc_heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -157,9 +164,16 @@ uint64_t sc_heap_tick_now(void)
     return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) / PURGE_TICK_NS;
 }
 
+/* More dirty idle pages than the heap keeps at hand (see above)? */
+static bool dirty_over_keep(void)
+{
+    size_t dirty = sc_heap.idle_pages - sc_heap.released_pages, keep = sc_heap.inuse_pages / KEEP_DIRTY_DIV;
+    return dirty > (keep > KEEP_DIRTY_MIN_PAGES ? keep : KEEP_DIRTY_MIN_PAGES);
+}
+
 static bool run_due(const sc_span *r, uint64_t now)
 {
-    return r->idle.dirty && now - r->idle.since >= PURGE_IDLE_TICKS;
+    return r->idle.dirty && now - r->idle.since >= PURGE_IDLE_TICKS && dirty_over_keep();
 }
 
 /* The idle record of two runs joined: clean pages have no age. */
@@ -295,7 +309,7 @@ static void heap_tick(uint64_t now)
     if (now <= sc_heap.tick)      /* read before the lock: maybe behind another's */
         return;
     sc_heap.tick = now;
-    for (size_t b = 0; b <= EXACT_RUNS && sc_heap.released_pages < sc_heap.idle_pages; b++)
+    for (size_t b = 0; b <= EXACT_RUNS && dirty_over_keep(); b++)
         for (sc_span *r = sc_heap.free_runs[b]; r; r = r->next)
             if (run_due(r, now))
                 release_dirty_pages(r);

@@ -35,21 +35,24 @@
  * time and leaves its run as clean as it found it, so it is released only if the loop
  * pauses across a clock step with the object freed.  And the heap keeps max(1 MiB, 1/64 of
  * the pages in use) of dirty idle pages at hand: a release happens only above that, so a
- * program that frees a little and wants it back a few ms later pays nothing.  Measured
- * (interleaved runs on a noisy machine): mstress (bench_workloads mstress 2 100), which
- * frees 35,000 objects of 64 KiB to 1 MiB a second and touches two pages of each, peaks at
- * 17.3 MiB with nothing released, 13.6 with 10 ms ticks, 9.6 with 4 ms and 6.4-6.8 with
- * these (glibc 5.0-5.9), since the pages it touched within the delay are most of what it
- * holds; gcc -O2 on a large file (tests/preload/gen_c.py 700) made 0 madvise calls and
- * 42,000 page faults with nothing released, 600-750 and 49,000-50,000 with 10 ms ticks,
- * 10,000-11,000 and 102,000-107,000 (0.2 s more system time) with 1 ms ticks and no pages
- * kept, 400-1,500 and 46,000-53,000 with these.  h2park serving 1 KiB over TLS to 100
- * clients, 1 ms ticks and no pages kept: 83-90 madvise calls in 20,000 requests, CPU per
- * request unchanged.
- * The walk over the free runs happens at most once a tick and stops once the dirty idle pages
- * are down to what the heap keeps; runs alternate with spans, so there are never more of them than spans.  Ticks are
- * 64-bit counts of the monotonic clock, so they never wrap, and every tick with heap
- * activity releases what is due. */
+ * program that frees a little and wants it back a few ms later pays nothing.
+ *
+ * Measured (interleaved runs on a noisy machine): mstress (bench_workloads mstress 2 100),
+ * which frees 35,000 objects of 64 KiB to 1 MiB a second and touches two pages of each, peaks
+ * at 16.6-17.6 MiB with nothing released, 12.1-14.0 with 10 ms ticks, 9.1-9.9 with 4 ms and
+ * 6.4-7.3 with these (glibc 4.9-7.7), since the pages it touched within the delay are most
+ * of what it holds; the price is 12,000 madvise calls and 111,000 page faults instead of 2
+ * and 4,200 (0.33 s of system time instead of 0.06).  gcc -O2 on a large file
+ * (tests/preload/gen_c.py 700) made 0 madvise calls and 42,000 page faults with nothing
+ * released, 600-750 and 49,000-50,000 with 10 ms ticks, 10,000-11,000 and 102,000-107,000
+ * (0.2 s more system time) with 1 ms ticks and no pages kept, 1,000-1,540 and 50,000-53,000
+ * with these.  h2park serving 1 KiB over TLS to 100 clients, 1 ms ticks and no pages kept:
+ * 83-90 madvise calls in 20,000 requests, CPU per request unchanged.
+ *
+ * The walk over the free runs happens at most once a tick and stops once the dirty idle
+ * pages are down to what the heap keeps; runs alternate with spans, so there are never more
+ * of them than spans.  Ticks are 64-bit counts of the monotonic clock, so they never wrap,
+ * and every tick with heap activity releases what is due. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>

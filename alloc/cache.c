@@ -14,10 +14,10 @@
  * that moves from one phase to the next reuses the pages of the last one's sizes rather
  * than keeping a set of empty spans per size.  The walk visits every span the thread owns;
  * the fraction keeps that O(1) per page taken, amortized, and a thread whose spans serve it
- * without fresh pages never walks.  It also runs at most once per
- * page-heap tick (pageheap.c: a step of the coarse clock): a program that cycles through its
- * sizes faster than that would otherwise send each span to the page heap and take it back
- * once a cycle - for glibc's bench-malloc-simple (bench_workloads glibc-simple 1 10, a
+ * without fresh pages never walks.  It also runs at most once per page-heap tick (1 ms,
+ * read from the coarse clock: in effect once per step of that clock, 4 ms here; pageheap.c):
+ * a program that cycles through its sizes faster than that would otherwise send each span
+ * to the page heap and take it back once a cycle - for glibc's bench-malloc-simple (bench_workloads glibc-simple 1 10, a
  * cycle of eight sizes every 0.1 ms) that lowered the peak RSS from 7.2 to 5.5 MiB but took
  * 1.15 s instead of 0.61 (medians of 5 interleaved runs).
  * (Refill itself reuses an empty span of the class it needs when it meets one.)

@@ -10,7 +10,7 @@
 #   make install-lib       libscalloc.a (and .so), its headers and scalloc.pc
 #   make test-preload      real programs (python3, gcc, git, perl, sqlite3, nghttpd, redis)
 #                          run with LD_PRELOAD=build/libscalloc.so, their output checked
-#   make bench-alloc       allocator benchmark (figures in the README), then bench-programs
+#   make bench-alloc       allocator benchmark (figures in docs/performance.md), then bench-programs
 #   make bench-programs    the drop-in against glibc, jemalloc, mimalloc and tcmalloc by
 #                          LD_PRELOAD on workloads, python3, gcc and redis (BENCH_QUICK=1: short)
 #   make bench-coro        coroutine benchmark
@@ -66,7 +66,7 @@ ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthrea
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
 SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
 
-# The tiny allocator: off by default (the README's Allocator section has the figures
+# The tiny allocator: off by default (docs/allocator.md has the figures
 # behind that), and always off in ASan builds (alloc/tiny.c says why).
 SC_TINY := $(if $(filter 0,$(SAN)),$(TINY),0)
 
@@ -238,7 +238,8 @@ fuzz: $(BUILD)/.deps-fuzz
 run: all
 	@scripts/run-default.sh $(BUILD)
 
-# The daemon as a service.  The manual is generated from the README (scripts/man.awk).
+# The daemon as a service.  The manual is generated from the operations and configuration
+# pages of docs/ (scripts/man.awk).
 # The config is installed with root pointing at the installed page, and only if there
 # is none yet: an edited one is never overwritten.
 PREFIX ?= /usr/local
@@ -247,8 +248,9 @@ SYSCONFDIR ?= $(PREFIX)/etc
 DATADIR ?= $(PREFIX)/share
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 H2PARK_VERSION := $(shell sed -n 's/^\#define H2PARK_VERSION "\(.*\)"/\1/p' server/config.h)
-$(BUILD)/h2park.8: README.md scripts/man.awk server/config.h
-	awk -v version=$(H2PARK_VERSION) -f scripts/man.awk README.md > $@.tmp && mv $@.tmp $@
+MAN_SOURCES := docs/operations.md docs/configuration.md
+$(BUILD)/h2park.8: $(MAN_SOURCES) scripts/man.awk server/config.h
+	awk -v version=$(H2PARK_VERSION) -f scripts/man.awk $(MAN_SOURCES) > $@.tmp && mv $@.tmp $@
 .PHONY: install install-daemon install-lib
 install: install-daemon install-lib
 install-daemon: $(BUILD)/h2park $(BUILD)/h2park.8
@@ -310,7 +312,7 @@ bench-alloc: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory bench-programs
 
 # The drop-in against glibc, jemalloc, mimalloc and tcmalloc on workloads and programs
-# (the README's table); BENCH_QUICK=1 runs one short round.
+# (docs/performance.md's table); BENCH_QUICK=1 runs one short round.
 bench-programs: $(BUILD)/.deps-bench all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 $(BUILD)/tiny/libscalloc.so
 	@BUILD=$(BUILD) bench/bench-programs.sh $(if $(BENCH_QUICK),--quick)

@@ -36,10 +36,9 @@ void metrics_record(const struct request *r)
     int status = req_status(r), cls = status / 100;
     if (cls >= 1 && cls <= 5)
         add(&mine->m.responses[cls - 1], 1);
+    /* "http/1.1", "h2" or "h2c" (metric_protocols' order), told apart without a compare. */
     const char *proto = req_protocol(r);
-    int p = 0;
-    while (p < METRIC_PROTOCOLS - 1 && strcmp(proto, metric_protocols[p]))
-        p++;
+    int p = proto[0] == 'h' && proto[1] == '2' ? (proto[2] == 'c' ? 2 : 1) : 0;
     double d = req_now(r) - req_started(r);
     int b = 0;
     while (b < DURATION_BUCKETS && d > duration_bounds[b])

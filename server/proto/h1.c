@@ -527,7 +527,9 @@ static int h1_feed(struct conn *c, const char *data, size_t len)
     size_t used;
     if (parse(c, data, len, &used))
         return -1;
-    if (c->proto == &h1_proto && used < len && c->state == CONN_OPEN && buf_append(&c->in, data + used, len - used))
+    if (c->proto != &h1_proto)
+        return 0;                 /* upgraded: c->proto_state is HTTP/2's now, not ours */
+    if (used < len && c->state == CONN_OPEN && buf_append(&c->in, data + used, len - used))
         return -1;
     maybe_free_state(c);
     return 0;

@@ -25,9 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "copy.h"
+#include "fieldcopy.h"
 #include "httpdate.h"
 #include "proto/frontend.h"
 #include "scalloc.h"
@@ -61,10 +63,11 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
     c->requests = r;
 }
 
-/* Which known field a name is, or -1: by length first, so most names cost one switch. */
+/* Which known field a name is, or -1: by length first, so most names cost one switch
+ * and one comparison of a length the compiler knows (done inline, without a call). */
 static int known_field(const char *name, size_t len)
 {
-#define IS(lit, k) if (len == sizeof lit - 1 && !memcmp(name, lit, len)) return k
+#define IS(lit, k) if (!memcmp(name, lit, sizeof lit - 1)) return k
     switch (len) {
     case 4: IS("host", KF_HOST); break;
     case 5: IS(":path", KF_PATH); IS("range", KF_RANGE); break;
@@ -92,14 +95,15 @@ bool request_add_header(struct request *r, const char *name, size_t nlen, const 
     r->header_bytes += (uint32_t)(nlen + vlen + 32);
     size_t need = nlen + vlen + 2;
     if (r->header_bytes > cfg.max_header_list_size ||
-        buf_reserve(&r->hdr, r->hdr.cap ? need : need > HEAD_RESERVE ? need : HEAD_RESERVE)) {
+        (r->hdr.cap - r->hdr.len < need &&
+         buf_reserve(&r->hdr, r->hdr.cap ? need : need > HEAD_RESERVE ? need : HEAD_RESERVE))) {
         r->too_large = true;
         return false;
     }
     char *p = r->hdr.data + r->hdr.len;
-    memcpy(p, name, nlen);
+    field_copy(p, name, nlen);
     p[nlen] = 0;
-    memcpy(p + nlen + 1, value, vlen);
+    field_copy(p + nlen + 1, value, vlen);
     p[nlen + 1 + vlen] = 0;
     int k = known_field(name, nlen);
     if (k >= 0 && !r->known[k])
@@ -163,11 +167,17 @@ static void make_runnable(struct request *r)
     c->runnable_tail = r;
 }
 
+static const char *known(const struct request *r, enum known_field k)
+{
+    return r->known[k] ? r->hdr.data + r->known[k] - 1 : NULL;
+}
+
 static const char *field(const struct request *r, const char *name)
 {
-    int k = known_field(name, strlen(name));
+    size_t len = strlen(name);
+    int k = known_field(name, len);
     if (k >= 0)
-        return r->known[k] ? r->hdr.data + r->known[k] - 1 : NULL;
+        return known(r, (enum known_field)k);
     for (size_t off = 0; off < r->hdr.len;) {
         const char *n = r->hdr.data + off, *v = n + strlen(n) + 1;
         if (!strcmp(n, name))
@@ -195,12 +205,13 @@ static void *handler_main(void *arg)
 int request_start(struct request *r)
 {
     struct conn *c = r->c;
-    r->method = field(r, ":method");
-    r->target = field(r, ":path");
-    r->authority = field(r, ":authority");
+    r->method = known(r, KF_METHOD);
+    r->target = known(r, KF_PATH);
+    r->head = r->method && !strcmp(r->method, "HEAD");
+    r->authority = known(r, KF_AUTHORITY);
     if (!r->authority)
-        r->authority = field(r, "host");
-    const char *cl = field(r, "content-length");
+        r->authority = known(r, KF_HOST);
+    const char *cl = known(r, KF_CONTENT_LENGTH);
     if (cl) {
         char *end;
         long long n = strtoll(cl, &end, 10);
@@ -336,45 +347,106 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len)
     }
 }
 
-static int respond(struct request *r, int status, const struct header *h, size_t n, int64_t length)
+/* One response field into p, as request_resp_field reads it; the name in lower case
+ * (HTTP/2 requires it, HTTP/1.1 does not care). */
+static char *put_field(char *p, const char *name, uint32_t nl, const char *value, uint32_t vl)
+{
+    memcpy(p, &nl, 4);
+    memcpy(p + 4, &vl, 4);
+    p += 8;
+    field_copy_lower(p, name, nl);
+    p[nl] = 0;
+    p += nl + 1;
+    field_copy(p, value, vl);
+    p[vl] = 0;
+    return p + vl + 1;
+}
+
+struct req_fields {
+    size_t len;
+    uint32_t n;
+    char data[];
+};
+
+/* The fields every response starts with: Date (RFC 9110 6.6.1: a server with a clock
+ * must send it) and, unless turned off, Server - laid out once a second per thread. */
+static const char *lead_fields(size_t *len, uint32_t *n)
+{
+    static __thread char block[2 * RESP_FIELD_OVERHEAD + 4 + HTTP_DATE_LEN + 6 + 6];
+    static __thread size_t block_len;
+    static __thread time_t block_time;
+    static __thread bool block_server;
+    time_t now = time(NULL);
+    if (now != block_time || block_server != cfg.server_header) {
+        char *p = put_field(block, "date", 4, http_date_now(), HTTP_DATE_LEN);
+        if (cfg.server_header)
+            p = put_field(p, "server", 6, "h2park", 6);
+        block_len = (size_t)(p - block);
+        block_time = now;
+        block_server = cfg.server_header;
+    }
+    *len = block_len;
+    *n = 1 + block_server;
+    return block;
+}
+
+struct req_fields *req_fields_new(const struct header *h, size_t n)
+{
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        need += RESP_FIELD_OVERHEAD + strlen(h[i].name) + strlen(h[i].value);
+    struct req_fields *f = sc_malloc(sizeof *f + need);
+    if (!f)
+        return NULL;
+    char *p = f->data;
+    for (size_t i = 0; i < n; i++)
+        p = put_field(p, h[i].name, (uint32_t)strlen(h[i].name), h[i].value, (uint32_t)strlen(h[i].value));
+    f->len = need;
+    f->n = (uint32_t)n;
+    return f;
+}
+
+void req_fields_free(struct req_fields *f) { sc_free(f); }
+
+static int respond(struct request *r, int status, const struct req_fields *pre, const struct header *h, size_t n,
+                   int64_t length)
 {
     if (r->responded || gone(r))
         return -1;
-    /* Every response carries Date (RFC 9110 6.6.1: a server with a clock must send it)
-     * and, unless turned off, Server.  The fields go into one buffer sized at once. */
-    static const char server[] = "server\0h2park";
-    size_t need = 5 + HTTP_DATE_LEN + 1 + (cfg.server_header ? sizeof server : 0), len[2 * MAX_FIELDS];
-    if (n > MAX_FIELDS)
-        n = MAX_FIELDS;
+    /* The fields go into one buffer sized at once, with their lengths, so no front end
+     * measures them again. */
+    size_t lead_len;
+    uint32_t lead_n;
+    const char *lead = lead_fields(&lead_len, &lead_n);
+    size_t need = lead_len + (pre ? pre->len : 0);
+    uint32_t len[2 * MAX_FIELDS];
+    size_t most = MAX_FIELDS - (pre && pre->n < MAX_FIELDS ? pre->n : 0);
+    if (n > most)
+        n = most;
     for (size_t i = 0; i < n; i++) {
-        len[2 * i] = strlen(h[i].name) + 1;
-        len[2 * i + 1] = strlen(h[i].value) + 1;
-        need += len[2 * i] + len[2 * i + 1];
+        len[2 * i] = (uint32_t)strlen(h[i].name);
+        len[2 * i + 1] = (uint32_t)strlen(h[i].value);
+        need += RESP_FIELD_OVERHEAD + (size_t)len[2 * i] + len[2 * i + 1];
     }
     if (buf_reserve(&r->resp, need))
         return -1;
     size_t was = r->resp.len;
     uint32_t was_fields = r->nresp;
     char *p = r->resp.data + r->resp.len;
-    memcpy(p, "date", 5);
-    memcpy(p + 5, http_date_now(), HTTP_DATE_LEN + 1);
-    p += 5 + HTTP_DATE_LEN + 1;
-    if (cfg.server_header) {
-        memcpy(p, server, sizeof server);
-        p += sizeof server;
+    memcpy(p, lead, lead_len);
+    p += lead_len;
+    if (pre) {
+        memcpy(p, pre->data, pre->len);
+        p += pre->len;
     }
-    for (size_t i = 0; i < n; i++) {
-        memcpy(p, h[i].name, len[2 * i]);
-        p += len[2 * i];
-        memcpy(p, h[i].value, len[2 * i + 1]);
-        p += len[2 * i + 1];
-    }
+    for (size_t i = 0; i < n; i++)
+        p = put_field(p, h[i].name, len[2 * i], h[i].value, len[2 * i + 1]);
     r->resp.len = (size_t)(p - r->resp.data);
-    r->nresp += (uint32_t)n + 1 + cfg.server_header;
+    r->nresp += (uint32_t)n + lead_n + (pre ? pre->n : 0);
     r->status = status;
     r->out_length = length;
     r->responded = true;
-    if (length == BODY_NONE || length == 0 || req_is_head(r))
+    if (length == BODY_NONE || length == 0 || r->head)
         r->out_eof = true;
     r->out_progress = ev_now(r->c->w->loop);
     if (r->ops->respond(r)) {
@@ -389,18 +461,24 @@ static int respond(struct request *r, int status, const struct header *h, size_t
 
 int req_respond(struct request *r, int status, const struct header *h, size_t n, int64_t length)
 {
-    return respond(r, status, h, n, length);
+    return respond(r, status, NULL, h, n, length);
 }
 
-int req_respond_file(struct request *r, int status, const struct header *h, size_t n, const struct body_source *src,
-                     int64_t off, int64_t len)
+int req_respond_file_with(struct request *r, int status, const struct req_fields *pre, const struct header *h,
+                          size_t n, const struct body_source *src, int64_t off, int64_t len)
 {
     r->src = *src;
     r->file_fd = src->fd;
     r->file_mem = src->mem;
     r->file_off = off;
-    r->file_left = req_is_head(r) ? 0 : len;
-    return respond(r, status, h, n, len);
+    r->file_left = r->head ? 0 : len;
+    return respond(r, status, pre, h, n, len);
+}
+
+int req_respond_file(struct request *r, int status, const struct header *h, size_t n, const struct body_source *src,
+                     int64_t off, int64_t len)
+{
+    return req_respond_file_with(r, status, NULL, h, n, src, off, len);
 }
 
 int req_write(struct request *r, const void *data, size_t len)
@@ -443,9 +521,9 @@ int req_simple(struct request *r, int status, const char *content_type, const vo
     struct header h[] = { { "content-type", content_type } };
     if (req_respond(r, status, h, 1, (int64_t)len))
         return -1;
-    if (len && !req_is_head(r) && req_write(r, body, len))
+    if (len && !r->head && req_write(r, body, len))
         return -1;
-    return len && !req_is_head(r) ? req_end(r) : 0;
+    return len && !r->head ? req_end(r) : 0;
 }
 
 /* ---- the response body, for the front ends ---- */
@@ -626,7 +704,7 @@ const char *req_authority(const struct request *r) { return r->authority ? r->au
 const char *req_protocol(const struct request *r) { return r->protocol; }
 const char *req_peer(const struct request *r) { return conn_peer(r->c); }
 const char *req_peer_address(const struct request *r) { return conn_peer_address(r->c); }
-bool req_is_head(const struct request *r) { return r->method && !strcmp(r->method, "HEAD"); }
+bool req_is_head(const struct request *r) { return r->head; }
 int64_t req_content_length(const struct request *r) { return r->content_length; }
 double req_now(const struct request *r) { return ev_now(r->c->w->loop); }
 double req_started(const struct request *r) { return r->started; }
@@ -634,6 +712,7 @@ int req_status(const struct request *r) { return r->status; }
 uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
 
 const char *req_header(const struct request *r, const char *name) { return field(r, name); }
+const char *req_known(const struct request *r, enum known_field k) { return k < KF_COUNT ? known(r, k) : NULL; }
 
 size_t req_header_count(const struct request *r) { return r->nfields; }
 
@@ -642,9 +721,10 @@ struct header req_header_at(const struct request *r, size_t i)
     size_t off = 0;
     for (; off < r->hdr.len; i--) {
         const char *n = r->hdr.data + off, *v = n + strlen(n) + 1;
+        size_t vl = strlen(v);
         if (!i)
             return (struct header){ n, v };
-        off = (size_t)(v - r->hdr.data) + strlen(v) + 1;
+        off = (size_t)(v - r->hdr.data) + vl + 1;
     }
     return (struct header){ NULL, NULL };
 }

@@ -18,6 +18,15 @@ struct header {
     const char *name, *value;
 };
 
+/* The request fields the server itself reads.  They are found once, as the head comes
+ * in, so asking for one by number (req_known) costs an array index where req_header
+ * compares names. */
+enum known_field {
+    KF_METHOD, KF_PATH, KF_AUTHORITY, KF_HOST, KF_CONTENT_LENGTH, KF_ACCEPT_ENCODING, KF_IF_MATCH,
+    KF_IF_NONE_MATCH, KF_IF_MODIFIED_SINCE, KF_IF_UNMODIFIED_SINCE, KF_RANGE, KF_IF_RANGE, KF_USER_AGENT,
+    KF_REFERER, KF_UPGRADE, KF_CONNECTION, KF_HTTP2_SETTINGS, KF_COUNT
+};
+
 /* The application: called once per request, in the request's coroutine. */
 typedef void (*request_handler)(struct request *r);
 void request_set_handler(request_handler h);
@@ -34,6 +43,7 @@ const char *req_peer_address(const struct request *r); /* the client's address a
 bool req_is_head(const struct request *r);
 int64_t req_content_length(const struct request *r);  /* -1 if the client gave none */
 const char *req_header(const struct request *r, const char *name);   /* first value, or NULL */
+const char *req_known(const struct request *r, enum known_field k);  /* the same, by number */
 size_t req_header_count(const struct request *r);
 struct header req_header_at(const struct request *r, size_t i);
 double req_now(const struct request *r);               /* the worker's clock, seconds */
@@ -43,7 +53,7 @@ double req_started(const struct request *r);           /* when the head was comp
  * gone (reset, closed, timed out). */
 ssize_t req_read_body(struct request *r, void *buf, size_t len);
 
-/* The response.  length is the body's size (sent as Content-Length), or BODY_STREAM for
+/* The response.  Field names go out in lower case.  length is the body's size (sent as Content-Length), or BODY_STREAM for
  * a body written piece by piece whose size is not known (HTTP/1.1 chunked), or BODY_NONE.
  * For HEAD the same length is announced and no body goes out.  Headers are copied;
  * content-length is the front end's to send. */
@@ -62,6 +72,15 @@ struct body_source {
 };
 int req_respond_file(struct request *r, int status, const struct header *h, size_t n, const struct body_source *src,
                      int64_t off, int64_t len);
+/* Fields laid out once for many responses (a cached file's type and validators), so
+ * that a response that carries them copies one block instead of measuring, copying and
+ * lower-casing each field again.  NULL without memory; req_fields_free(NULL) is a no-op. */
+struct req_fields;
+struct req_fields *req_fields_new(const struct header *h, size_t n);
+void req_fields_free(struct req_fields *f);
+/* req_respond_file with the prepared fields first, then h[0..n). */
+int req_respond_file_with(struct request *r, int status, const struct req_fields *pre, const struct header *h,
+                          size_t n, const struct body_source *src, int64_t off, int64_t len);
 int req_write(struct request *r, const void *data, size_t len);
 int req_end(struct request *r);
 /* A whole response from memory. */

@@ -95,9 +95,9 @@ void access_log_request(const struct request *r)
              req_status(r), (unsigned long long)req_bytes_sent(r), secs * 1000);
         put_escaped(&l, req_authority(r), true);
         put(&l, ",\"referer\":", 11);
-        put_escaped(&l, req_header(r, "referer"), true);
+        put_escaped(&l, req_known(r, KF_REFERER), true);
         put(&l, ",\"user_agent\":", 14);
-        put_escaped(&l, req_header(r, "user-agent"), true);
+        put_escaped(&l, req_known(r, KF_USER_AGENT), true);
         put(&l, "}", 1);
     } else {
         char when[40];
@@ -108,9 +108,9 @@ void access_log_request(const struct request *r)
         put_escaped(&l, req_target(r), false);
         putf(&l, " %s\" %d %llu \"", request_protocol(req_protocol(r)), req_status(r),
              (unsigned long long)req_bytes_sent(r));
-        put_escaped(&l, req_header(r, "referer"), false);
+        put_escaped(&l, req_known(r, KF_REFERER), false);
         put(&l, "\" \"", 3);
-        put_escaped(&l, req_header(r, "user-agent"), false);
+        put_escaped(&l, req_known(r, KF_USER_AGENT), false);
         put(&l, "\" \"", 3);
         put_escaped(&l, req_authority(r), false);
         putf(&l, "\" %s %.3f", req_protocol(r), secs);

@@ -67,6 +67,7 @@ struct open_file {
     const char *type;
     char modified[HTTP_DATE_LEN + 1];
     char etag[64];
+    struct req_fields *fields; /* content-type, last-modified, etag, accept-ranges, laid out */
 };
 
 static __thread struct open_file **open_files;  /* OPEN_FILES slots per worker */
@@ -77,6 +78,7 @@ static void open_file_free(struct open_file *f)
         close(f->fd);
     sc_free(f->content);
     sc_free(f->path);
+    req_fields_free(f->fields);
     sc_free(f);
 }
 
@@ -163,6 +165,11 @@ static int open_file_fill(struct open_file *f, const char *rel)
      * whenever the bytes may have. */
     snprintf(f->etag, sizeof f->etag, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"", (uint64_t)st.st_ino,
              (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec * UINT64_C(1000000000) + (uint64_t)st.st_mtim.tv_nsec);
+    /* What every full response of it says, prepared once per opening (NULL without
+     * memory: then each response lays them out itself). */
+    struct header h[] = { { "content-type", f->type }, { "last-modified", f->modified }, { "etag", f->etag },
+                          { "accept-ranges", "bytes" } };
+    f->fields = req_fields_new(h, sizeof h / sizeof h[0]);
     return 0;
 }
 
@@ -379,7 +386,7 @@ void static_serve(struct request *r)
     }
     const char *type = f->type, *coding = NULL;
     bool has_variants = false;
-    struct open_file *v = f->has_variants ? variant(f->path, req_header(r, "accept-encoding"), now, &coding, &has_variants)
+    struct open_file *v = f->has_variants ? variant(f->path, req_known(r, KF_ACCEPT_ENCODING), now, &coding, &has_variants)
                                           : NULL;
     if (v)
         f = v;                                 /* the same content, encoded: its own validators */
@@ -394,8 +401,8 @@ void static_serve(struct request *r)
     if (has_variants)
         h[n++] = (struct header){ "vary", "accept-encoding" };
 
-    const char *if_match = req_header(r, "if-match"), *inm = req_header(r, "if-none-match");
-    const char *ius = req_header(r, "if-unmodified-since"), *ims = req_header(r, "if-modified-since");
+    const char *if_match = req_known(r, KF_IF_MATCH), *inm = req_known(r, KF_IF_NONE_MATCH);
+    const char *ius = req_known(r, KF_IF_UNMODIFIED_SINCE), *ims = req_known(r, KF_IF_MODIFIED_SINCE);
     int64_t t;
     if (if_match ? !etag_listed(if_match, f->etag, false)
                  : ius && (t = http_date_parse(ius)) >= 0 && f->mtime > t) {
@@ -409,7 +416,7 @@ void static_serve(struct request *r)
         req_respond(r, 304, nm, has_variants ? 3 : 2, BODY_NONE);   /* what a 200 would say of validity */
         return;
     }
-    const char *range = req_header(r, "range"), *if_range = req_header(r, "if-range");
+    const char *range = req_known(r, KF_RANGE), *if_range = req_known(r, KF_IF_RANGE);
     if (range && if_range) {
         bool fresh = if_range[0] == '"' ? !strcmp(if_range, f->etag)
                                         : (t = http_date_parse(if_range)) >= 0 && t == (int64_t)f->mtime;
@@ -431,7 +438,12 @@ void static_serve(struct request *r)
     }
     f->refs++;
     struct body_source src = { f->fd, f->content, open_file_hold, open_file_release, f };
-    req_respond_file(r, ranged > 0 ? 206 : 200, h, n, &src, first, last - first + 1);
+    /* The file's own fields come prepared (a variant's type is the original's: laid out
+     * per response). */
+    if (!v && f->fields)
+        req_respond_file_with(r, ranged > 0 ? 206 : 200, f->fields, h + 4, n - 4, &src, first, last - first + 1);
+    else
+        req_respond_file(r, ranged > 0 ? 206 : 200, h, n, &src, first, last - first + 1);
 }
 
 /* Checks c's root and makes it absolute, saying where it came from; a root that is the

@@ -15,6 +15,8 @@
 #ifndef H2PARK_FRONTEND_H
 #define H2PARK_FRONTEND_H
 
+#include <string.h>
+
 #include "core/conn.h"
 #include "request.h"
 
@@ -37,13 +39,6 @@ struct request_ops {
 
 enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DONE };
 
-/* The fields the server itself reads, found once as they are added (request.c), so that
- * asking for one costs an array index rather than a scan of every field. */
-enum known_field {
-    KF_METHOD, KF_PATH, KF_AUTHORITY, KF_HOST, KF_CONTENT_LENGTH, KF_ACCEPT_ENCODING, KF_IF_MATCH,
-    KF_IF_NONE_MATCH, KF_IF_MODIFIED_SINCE, KF_IF_UNMODIFIED_SINCE, KF_RANGE, KF_IF_RANGE, KF_USER_AGENT,
-    KF_REFERER, KF_UPGRADE, KF_CONNECTION, KF_HTTP2_SETTINGS, KF_COUNT
-};
 enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
 
 struct request {
@@ -59,6 +54,7 @@ struct request {
     bool too_large;                       /* the head passed max_header_list_size */
     bool body_eof;                        /* the request body ended */
     bool responded, out_eof, sent_all;    /* head submitted; body ended; all of it sent */
+    bool head;                            /* a HEAD request */
     /* The head: name\0value\0 pairs, pseudo-headers first. */
     struct buf hdr;
     uint32_t known[KF_COUNT];             /* where a known field's value starts in hdr, + 1; 0: absent */
@@ -67,7 +63,7 @@ struct request {
     int64_t content_length;
     struct buf body;                      /* received, not yet read by the handler */
     size_t body_off;
-    /* The response: status, headers (name\0value\0 pairs), and the body's source. */
+    /* The response: status, fields (request_resp_field reads them), and the body's source. */
     int status;
     struct buf resp;
     uint32_t nresp;
@@ -85,6 +81,27 @@ struct request {
     ev_tstamp out_progress;               /* response data last went out or became ready */
     ev_tstamp started;
 };
+
+/* The response fields, in r->resp as respond wrote them: per field the lengths of its
+ * name and value, then both, each followed by a NUL; names in lower case.  *off starts
+ * at 0; false after the last field. */
+struct resp_field {
+    const char *name, *value;
+    uint32_t nlen, vlen;
+};
+static inline bool request_resp_field(const struct request *r, size_t *off, struct resp_field *f)
+{
+    if (*off >= r->resp.len)
+        return false;
+    const char *p = r->resp.data + *off;
+    memcpy(&f->nlen, p, sizeof f->nlen);
+    memcpy(&f->vlen, p + 4, sizeof f->vlen);
+    f->name = p + 8;
+    f->value = f->name + f->nlen + 1;
+    *off += 8 + (size_t)f->nlen + f->vlen + 2;
+    return true;
+}
+#define RESP_FIELD_OVERHEAD 10      /* the two lengths and the two NULs */
 
 void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol);
 /* One field of the head; false once the head is over max_header_list_size (the rest

@@ -286,8 +286,8 @@ static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
 {
     if (c->ssl)
         return false;              /* h2c is for cleartext; over TLS ALPN chooses */
-    const char *upgrade = req_header(&r->r, "upgrade"), *connection = req_header(&r->r, "connection");
-    const char *settings = req_header(&r->r, "http2-settings");
+    const char *upgrade = req_known(&r->r, KF_UPGRADE), *connection = req_known(&r->r, KF_CONNECTION);
+    const char *settings = req_known(&r->r, KF_HTTP2_SETTINGS);
     return upgrade && connection && settings && list_has(upgrade, "h2c") && list_has(connection, "upgrade") &&
            list_has(connection, "http2-settings");
 }
@@ -307,7 +307,7 @@ static int on_headers_complete(llhttp_t *p)
     if (!h->target.len || (h->target.data[0] != '/' && strcmp(method, "OPTIONS")))
         return fail(p, 400);
     /* Host is copied first: adding fields may move the buffer it points into. */
-    const char *host = req_header(&r->r, "host");
+    const char *host = req_known(&r->r, KF_HOST);
     size_t host_len = host ? strlen(host) : 0;
     char host_copy[1024];
     if (host_len >= sizeof host_copy)
@@ -421,7 +421,7 @@ static int upgrade(struct conn *c, const char *rest, size_t len)
     struct h1_conn *h = H(c);
     struct h1_request *r = h->cur;
     uint8_t settings[512];
-    ssize_t n = b64url_decode(req_header(&r->r, "http2-settings"), settings, sizeof settings);
+    ssize_t n = b64url_decode(req_known(&r->r, KF_HTTP2_SETTINGS), settings, sizeof settings);
     if (n < 0 || n % 6) {
         error_response(c, 400);
         return 0;
@@ -592,14 +592,12 @@ static int write_head(struct conn *c, struct h1_request *r)
     p = put(p, status, 13);
     p = put(p, why, strlen(why));
     p = put(p, "\r\n", 2);
-    for (size_t off = 0; off < q->resp.len;) {
-        const char *name = q->resp.data + off;
-        size_t nl = strlen(name), vl = strlen(name + nl + 1);
-        p = put(p, name, nl);
+    struct resp_field f;
+    for (size_t off = 0; request_resp_field(q, &off, &f);) {
+        p = put(p, f.name, f.nlen);
         p = put(p, ": ", 2);
-        p = put(p, name + nl + 1, vl);
+        p = put(p, f.value, f.vlen);
         p = put(p, "\r\n", 2);
-        off += nl + vl + 2;
     }
     if (framing == LENGTH) {
         p = put(p, "content-length: ", 16);

@@ -54,6 +54,10 @@ struct h2_conn {
     bool stream_id_error;          /* the cause of a PROTOCOL_ERROR we return */
     bool flood;                    /* ... of an ENHANCE_YOUR_CALM */
     bool goaway_pending;           /* the daemon is stopping: GOAWAY at the next send */
+    /* The stream whose request head is coming in: a head is one HEADERS frame and its
+     * CONTINUATIONs, never interleaved with another frame (RFC 9113 section 4.3), so its
+     * fields need no lookup each. */
+    struct h2_stream *receiving;
     void *framebuf;                /* nghttp2's frame buffer */
     size_t framebuf_size;
     void *zeroish;                 /* a session table that is all zero when idle */
@@ -185,14 +189,6 @@ static bool unique_value(const char *name, size_t len)
     }
 }
 
-/* HTTP/2 field names are lower case (RFC 9113 section 8.2.1); the request API takes any. */
-static void lower_case(char *name, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        if (name[i] >= 'A' && name[i] <= 'Z')
-            name[i] = (char)(name[i] + ('a' - 'A'));
-}
-
 /* Every name and value stays where it is - r->resp and the stream - until the HEADERS
  * frame is packed (or dropped with its stream), so nghttp2 is told not to copy them. */
 #define NV_NO_COPY (NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
@@ -206,14 +202,11 @@ static int stream_respond(struct request *r)
     nghttp2_nv nv[MAX_RESPONSE_HEADERS + 2];
     size_t n = 0;
     nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)s->status, 7, 3, NV_NO_COPY };
-    for (size_t off = 0; off < r->resp.len && n < MAX_RESPONSE_HEADERS + 1;) {
-        char *name = r->resp.data + off;
-        size_t nl = strlen(name), vl = strlen(name + nl + 1);
-        off += nl + vl + 2;
-        lower_case(name, nl);
-        nv[n++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)name + nl + 1, nl, vl,
-                                NV_NO_COPY | (unique_value(name, nl) ? NGHTTP2_NV_FLAG_NO_INDEX : 0) };
-    }
+    /* Names are in lower case already (RFC 9113 section 8.2.1: request.c wrote them so). */
+    struct resp_field f;
+    for (size_t off = 0; n < MAX_RESPONSE_HEADERS + 1 && request_resp_field(r, &off, &f);)
+        nv[n++] = (nghttp2_nv){ (uint8_t *)(uintptr_t)f.name, (uint8_t *)(uintptr_t)f.value, f.nlen, f.vlen,
+                                NV_NO_COPY | (unique_value(f.name, f.nlen) ? NGHTTP2_NV_FLAG_NO_INDEX : 0) };
     if (r->out_length >= 0 && r->status != 304 && r->status != 204) {
         size_t ll = u64_dec(s->length, (uint64_t)r->out_length);
         nv[n++] = (nghttp2_nv){ (uint8_t *)"content-length", (uint8_t *)s->length, 14, ll, NV_NO_COPY };
@@ -243,7 +236,13 @@ static void stream_cancel(struct request *r)
     nghttp2_submit_rst_stream(H(r->c)->session, NGHTTP2_FLAG_NONE, S(r)->id, NGHTTP2_CANCEL);
 }
 
-static void stream_release(struct request *r) { sc_free(S(r)); }
+static void stream_release(struct request *r)
+{
+    struct h2_conn *h = H(r->c);
+    if (h && h->receiving == S(r))
+        h->receiving = NULL;
+    sc_free(S(r));
+}
 
 static const struct request_ops stream_ops = {
     .respond = stream_respond, .output_ready = stream_output_ready, .consumed = stream_consumed,
@@ -335,16 +334,19 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (!s)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+    H(c)->receiving = s;
     return 0;
 }
 
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data)
 {
-    (void)flags, (void)user_data;
+    (void)flags;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    struct h2_stream *s = H(user_data)->receiving;
+    if (!s || s->id != frame->hd.stream_id)
+        s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
     if (s)
         request_add_header(&s->r, (const char *)name, namelen, (const char *)value, valuelen);
     return 0;
@@ -793,7 +795,7 @@ int h2_start_upgraded(struct conn *c, const uint8_t *settings, size_t len, struc
         off = (size_t)(v - head->data) + strlen(v) + 1;
         request_add_header(&s->r, n, strlen(n), v, strlen(v));
     }
-    const char *method = req_header(&s->r, ":method");
+    const char *method = req_known(&s->r, KF_METHOD);
     bool head_request = method && !strcmp(method, "HEAD");
     if (nghttp2_session_upgrade2(h->session, settings, len, head_request, s)) {
         request_closed(&s->r);

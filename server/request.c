@@ -87,6 +87,53 @@ static int known_field(const char *name, size_t len)
 /* Room for a typical head at once: a request's fields then cost one allocation. */
 #define HEAD_RESERVE 512
 
+void request_set_store(struct request *r, char *mem, size_t cap)
+{
+    r->store = mem;
+    r->store_cap = (uint32_t)cap;
+    r->store_used = 0;
+}
+
+static bool in_store(const struct request *r, const struct buf *b)
+{
+    return b->data && b->data >= r->store && b->data < r->store + r->store_cap;
+}
+
+/* buf_reserve for the head and the response fields: the first reservation takes the
+ * rest of the store if it is enough (else first bytes of the heap), and one that
+ * outgrows the store moves the buffer to the heap. */
+static int reserve(struct request *r, struct buf *b, size_t need, size_t first)
+{
+    if (b->cap - b->len >= need)
+        return 0;
+    if (!b->data) {
+        size_t left = r->store_cap - r->store_used;
+        if (need <= left) {
+            b->data = r->store + r->store_used;
+            b->cap = left;
+            r->store_used = r->store_cap;
+            return 0;
+        }
+        return buf_reserve(b, need > first ? need : first);
+    }
+    if (!in_store(r, b))
+        return buf_reserve(b, need);
+    struct buf moved = { 0 };
+    if (buf_reserve(&moved, b->len + (need > first ? need : first)))
+        return -1;
+    memcpy(moved.data, b->data, b->len);
+    moved.len = b->len;
+    *b = moved;
+    return 0;
+}
+
+static void free_buf(const struct request *r, struct buf *b)
+{
+    if (!in_store(r, b))
+        buf_free(b);
+    *b = (struct buf){ 0 };
+}
+
 bool request_add_header(struct request *r, const char *name, size_t nlen, const char *value, size_t vlen)
 {
     if (r->too_large)
@@ -95,8 +142,7 @@ bool request_add_header(struct request *r, const char *name, size_t nlen, const 
     r->header_bytes += (uint32_t)(nlen + vlen + 32);
     size_t need = nlen + vlen + 2;
     if (r->header_bytes > cfg.max_header_list_size ||
-        (r->hdr.cap - r->hdr.len < need &&
-         buf_reserve(&r->hdr, r->hdr.cap ? need : need > HEAD_RESERVE ? need : HEAD_RESERVE))) {
+        (r->hdr.cap - r->hdr.len < need && reserve(r, &r->hdr, need, HEAD_RESERVE))) {
         r->too_large = true;
         return false;
     }
@@ -127,8 +173,8 @@ static void release(struct request *r)
     ev_timer_stop(c->w->loop, &r->timer);
     if (r->src.release)
         r->src.release(r->src.arg);
-    buf_free(&r->hdr);
-    buf_free(&r->resp);
+    free_buf(r, &r->hdr);
+    free_buf(r, &r->resp);
     buf_free(&r->body);
     buf_free(&r->outb);
     r->ops->release(r);
@@ -205,6 +251,14 @@ static void *handler_main(void *arg)
 int request_start(struct request *r)
 {
     struct conn *c = r->c;
+    /* The head is complete: what it left of the store is the response fields' (a field
+     * added later moves the head to the heap, as growing it would anyway). */
+    if (in_store(r, &r->hdr)) {
+        r->hdr.cap = r->hdr.len;
+        r->store_used = (uint32_t)((r->hdr.data - r->store) + ((r->hdr.len + 7) & ~(size_t)7));
+        if (r->store_used > r->store_cap)
+            r->store_used = r->store_cap;
+    }
     r->method = known(r, KF_METHOD);
     r->target = known(r, KF_PATH);
     r->head = r->method && !strcmp(r->method, "HEAD");
@@ -428,7 +482,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
         len[2 * i + 1] = (uint32_t)strlen(h[i].value);
         need += RESP_FIELD_OVERHEAD + (size_t)len[2 * i] + len[2 * i + 1];
     }
-    if (buf_reserve(&r->resp, need))
+    if (reserve(r, &r->resp, need, 0))
         return -1;
     size_t was = r->resp.len;
     uint32_t was_fields = r->nresp;

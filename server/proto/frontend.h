@@ -57,6 +57,10 @@ struct request {
     bool head;                            /* a HEAD request */
     /* The head: name\0value\0 pairs, pseudo-headers first. */
     struct buf hdr;
+    /* Room the front end allocated with the request (request_set_store): the head, then
+     * the response fields, live there while they fit, and cost no allocation. */
+    char *store;
+    uint32_t store_cap, store_used;
     uint32_t known[KF_COUNT];             /* where a known field's value starts in hdr, + 1; 0: absent */
     const char *method, *target, *authority;
     uint32_t nfields, header_bytes;
@@ -104,6 +108,8 @@ static inline bool request_resp_field(const struct request *r, size_t *off, stru
 #define RESP_FIELD_OVERHEAD 10      /* the two lengths and the two NULs */
 
 void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol);
+/* Gives r cap bytes at mem, which live as long as r, for its head and response fields. */
+void request_set_store(struct request *r, char *mem, size_t cap);
 /* One field of the head; false once the head is over max_header_list_size (the rest
  * is dropped and the handler answers 431). */
 bool request_add_header(struct request *r, const char *name, size_t nlen, const char *value, size_t vlen);

@@ -70,10 +70,15 @@ struct h2_stream {
     bool deferred;                 /* nghttp2 waits for resume_data */
     /* The HEADERS frame's own values: nghttp2 reads them, uncopied, when it packs it. */
     char status[4], length[24];
+    /* The request's head and its response's fields, while they fit (request_set_store):
+     * one allocation of STREAM_BYTES per request. */
+    char store[];
 };
+#define STREAM_BYTES 1024u
 
 static struct h2_conn *H(const struct conn *c) { return c->proto_state; }
 static struct h2_stream *S(struct request *r) { return container_of(r, struct h2_stream, r); }
+_Static_assert(sizeof(struct h2_stream) + 256 <= STREAM_BYTES, "a stream leaves room for a small head");
 
 static nghttp2_session_callbacks *callbacks;
 
@@ -251,10 +256,12 @@ static const struct request_ops stream_ops = {
 
 static struct h2_stream *stream_new(struct conn *c, int32_t id)
 {
-    struct h2_stream *s = sc_calloc(1, sizeof *s);
+    struct h2_stream *s = sc_malloc(STREAM_BYTES);
     if (!s)
         return NULL;
+    memset(s, 0, sizeof *s);
     s->id = id;
+    request_set_store(&s->r, s->store, STREAM_BYTES - sizeof *s);
     request_init(&s->r, c, &stream_ops, c->ssl ? "h2" : "h2c");
     return s;
 }

@@ -14,7 +14,9 @@
  * request is not complete (for HTTP/2 the window is then open, so the wait is the
  * peer's), write_timeout while response data is ready and does not go out.  One timer
  * per request serves both and req_sleep; it is armed lazily (moved only earlier) and
- * re-aimed when it fires, so progress costs a timestamp, not a timer operation.
+ * re-aimed when it fires, so progress costs a timestamp, not a timer operation.  A new
+ * response's write deadline is armed only as the serve step that began it ends, when a
+ * small response has all gone out and needs none.
  *
  * The request's life is enum req_state (see proto/frontend.h), changed only by
  * set_state; a request is freed in one place, release, which stops its timer whether it
@@ -509,7 +511,10 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
         r->nresp = was_fields;
         return -1;
     }
-    request_arm_timer(r);
+    /* The write deadline is armed as the serve step ends (requests_arm_deadlines), and
+     * only if the response has not all gone by then - most small ones have, and cost no
+     * timer at all. */
+    r->c->deadlines_due = true;
     return 0;
 }
 
@@ -668,6 +673,14 @@ bool request_out_file(struct request *r, struct conn *c)
 void request_sent_all(struct request *r) { r->sent_all = true; }
 
 /* ---- deadlines and sleeping ---- */
+
+void requests_arm_deadlines(struct conn *c)
+{
+    c->deadlines_due = false;
+    for (struct request *r = c->requests; r; r = r->next)
+        if (r->responded && !r->sent_all)
+            request_arm_timer(r);
+}
 
 enum deadline { DEADLINE_NONE, DEADLINE_WAKE, DEADLINE_BODY, DEADLINE_WRITE };
 

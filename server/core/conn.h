@@ -198,6 +198,7 @@ struct conn {
     bool shutdown_asked : 1;       /* the daemon is stopping */
     bool served_once : 1;          /* a serve coroutine has run for it */
     bool heard : 1;                /* the protocol has had bytes from the peer */
+    bool deadlines_due : 1;        /* a response began this step: arm its deadline as it ends */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -236,6 +237,7 @@ void conn_mark_ready(struct conn *c);
 bool conn_may_park(const struct conn *c);
 void conn_trim_idle(struct conn *c);
 void conn_run_handlers(struct conn *c);     /* request.c: runs the runnable handlers */
+void requests_arm_deadlines(struct conn *c); /* request.c: after a step, for deadlines_due */
 void requests_cancel_all(struct conn *c);   /* request.c: the connection is going */
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);

@@ -194,6 +194,8 @@ void *serve_main(void *arg)
         }
         bool read = s == STEP_WAIT_READ || (c->state < CONN_OPEN ? s != STEP_WAIT_WRITE : wants_input(c));
         conn_watch(c, read, s == STEP_WAIT_WRITE);
+        if (c->deadlines_due)
+            requests_arm_deadlines(c);
         conn_arm_timer(c);
         if (s != STEP_WAIT_WRITE && conn_may_park(c)) {
             c->in_serve = false;

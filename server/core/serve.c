@@ -164,6 +164,11 @@ static enum step step(struct conn *c)
             return STEP_WAIT_WRITE;
         if (!c->runnable && !moved)
             break;
+        /* All the input read and all the output written, and nothing left to run or to
+         * produce: another round would only find that out again (a small request's step
+         * is then one round, not two). */
+        if (drained && !c->runnable && !c->proto->want_write(c))
+            break;
         if (round == STEP_ROUNDS || reads == 0) {
             /* Budget spent: other connections first.  Input still in the socket brings
              * this one back by itself; work it does not show needs the ready list. */

@@ -26,11 +26,18 @@ static int hexval(int ch)
     return -1;
 }
 
+static bool dot_segment(const char *seg, size_t len)
+{
+    return (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.');
+}
+
 /* Decodes the path part of target into out (relative to root, no leading slash).
- * Fails on bad escapes, NUL, and any "." or ".." segment. */
+ * Fails on bad escapes, NUL, and any "." or ".." segment - of the decoded path, so an
+ * encoded slash separates segments too.  One pass: each segment is judged as its
+ * slash is written. */
 int path_decode(const char *target, char *out, size_t cap)
 {
-    size_t n = 0;
+    size_t n = 0, seg = 0;
     const char *p = target;
     while (*p == '/')
         p++;
@@ -46,18 +53,14 @@ int path_decode(const char *target, char *out, size_t cap)
         if (ch == 0 || n + 1 >= cap)
             return -1;
         out[n++] = (char)ch;
+        if (ch == '/') {
+            if (dot_segment(out + seg, n - 1 - seg))
+                return -1;
+            seg = n;
+        }
     }
     out[n] = 0;
-    for (char *seg = out; *seg;) {
-        char *slash = strchr(seg, '/');
-        size_t len = slash ? (size_t)(slash - seg) : strlen(seg);
-        if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
-            return -1;
-        if (!slash)
-            break;
-        seg = slash + 1;
-    }
-    return 0;
+    return dot_segment(out + seg, n - seg) ? -1 : 0;
 }
 
 int path_open_beneath(int root_fd, const char *rel)

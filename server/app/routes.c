@@ -10,6 +10,9 @@
 #include "config.h"
 
 static const struct route *const tables[] = { builtin_routes, stats_routes, dashboard_routes };
+/* The bytes the route paths have second ('-' of "/-/..." and 'm' of "/metrics"), set
+ * once by app_init: a target that has none of them skips the tables at once. */
+static bool route_second_byte[256];
 
 static unsigned method_bit(const char *m)
 {
@@ -38,7 +41,8 @@ static void method_not_allowed(struct request *r, unsigned methods)
 void app_handle(struct request *r)
 {
     const char *target = req_target(r);
-    for (size_t t = 0; cfg.builtin_routes && t < sizeof tables / sizeof tables[0]; t++)
+    bool maybe = target[0] && route_second_byte[(unsigned char)target[1]];
+    for (size_t t = 0; maybe && cfg.builtin_routes && t < sizeof tables / sizeof tables[0]; t++)
         for (const struct route *rt = tables[t]; rt->path; rt++) {
             if (!path_is(target, rt->path))
                 continue;
@@ -59,6 +63,10 @@ static void request_ended(const struct request *r)
 /* Once, before the workers start. */
 void app_init(void)
 {
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        for (const struct route *rt = tables[t]; rt->path; rt++)
+            if (rt->path[0])
+                route_second_byte[(unsigned char)rt->path[1]] = true;
     request_set_handler(app_handle);
     request_set_logger(request_ended);
     stats_init();

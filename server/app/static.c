@@ -55,6 +55,7 @@ enum file_kind { FILE_REGULAR, FILE_DIR_NO_SLASH, FILE_MISSING };
 
 struct open_file {
     char *path;                /* the decoded request path (with .gz or .br for a variant) */
+    size_t path_len;
     int fd;                    /* -1 unless FILE_REGULAR */
     uint8_t kind;              /* enum file_kind */
     int refs;                  /* requests sending from fd */
@@ -99,11 +100,14 @@ static void open_file_release(void *arg)
         open_file_free(f);
 }
 
-static unsigned path_hash(const char *p)
+/* FNV-1a of p, and its length on the way. */
+static unsigned path_hash(const char *p, size_t *len)
 {
     unsigned h = 2166136261u;
+    const char *s = p;
     for (; *p; p++)
         h = (h ^ (unsigned char)*p) * 16777619u;
+    *len = (size_t)(p - s);
     return h;
 }
 
@@ -180,9 +184,10 @@ static struct open_file *open_file_get(const char *rel, double now, int *err)
     *err = ENOMEM;
     if (!open_files && !(open_files = sc_calloc(OPEN_FILES, sizeof *open_files)))
         return NULL;
-    struct open_file **slot = &open_files[path_hash(rel) % OPEN_FILES];
+    size_t len;
+    struct open_file **slot = &open_files[path_hash(rel, &len) % OPEN_FILES];
     struct open_file *f = *slot;
-    if (f && f->expires > now && !strcmp(f->path, rel))
+    if (f && f->expires > now && f->path_len == len && !memcmp(f->path, rel, len))
         return f;
     if (f) {
         *slot = NULL;
@@ -190,13 +195,14 @@ static struct open_file *open_file_get(const char *rel, double now, int *err)
     }
     if (!(f = sc_calloc(1, sizeof *f)))
         return NULL;
-    if ((*err = open_file_fill(f, rel)) || !(f->path = sc_malloc(strlen(rel) + 1))) {
+    if ((*err = open_file_fill(f, rel)) || !(f->path = sc_malloc(len + 1))) {
         if (!*err)
             *err = ENOMEM;
         open_file_free(f);
         return NULL;
     }
-    strcpy(f->path, rel);
+    memcpy(f->path, rel, len + 1);
+    f->path_len = len;
     f->expires = now + OPEN_FILE_TTL;
     *slot = f;
     return f;
@@ -350,7 +356,8 @@ static void redirect_to_slash(struct request *r)
 void static_serve(struct request *r)
 {
     const char *m = req_method(r);
-    if (strcmp(m, "GET") && strcmp(m, "HEAD")) {
+    bool get = m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && !m[3];
+    if (!get && !req_is_head(r)) {
         struct header h[] = { { "allow", "GET, HEAD" } };
         req_respond(r, 405, h, 1, BODY_NONE);
         return;

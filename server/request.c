@@ -67,7 +67,7 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
 
 /* Which known field a name is, or -1: by length first, so most names cost one switch
  * and one comparison of a length the compiler knows (done inline, without a call). */
-static int known_field(const char *name, size_t len)
+static inline int known_field(const char *name, size_t len)
 {
 #define IS(lit, k) if (!memcmp(name, lit, sizeof lit - 1)) return k
     switch (len) {

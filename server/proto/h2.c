@@ -450,7 +450,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == frame->data.padlen &&
             !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && glitch(c, "empty DATA"))
             return NGHTTP2_ERR_CALLBACK_FAILURE;
-        struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        struct h2_stream *s = H(c)->receiving;
+        if (!s || s->id != frame->hd.stream_id)
+            s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (!s)
             break;
         if (frame->hd.type == NGHTTP2_HEADERS && s->r.state == REQ_RECEIVING) {

@@ -21,26 +21,28 @@ static inline void copy16(char *dst, const char *src)
 
 static inline void field_copy(char *dst, const char *src, size_t n)
 {
-    if (n > 16 && n <= 32) {
+    if (n <= 16) {
+        if (n >= 8) {
+            uint64_t a, b;
+            memcpy(&a, src, 8);
+            memcpy(&b, src + n - 8, 8);
+            memcpy(dst, &a, 8);
+            memcpy(dst + n - 8, &b, 8);
+        } else if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, src, 4);
+            memcpy(&b, src + n - 4, 4);
+            memcpy(dst, &a, 4);
+            memcpy(dst + n - 4, &b, 4);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                dst[i] = src[i];
+        }
+    } else if (n <= 32) {
         char tail[16];
         memcpy(tail, src + n - 16, 16);    /* both loads first: dst may be src's neighbour */
         copy16(dst, src);
         memcpy(dst + n - 16, tail, 16);
-    } else if (n >= 8 && n <= 16) {
-        uint64_t a, b;
-        memcpy(&a, src, 8);
-        memcpy(&b, src + n - 8, 8);
-        memcpy(dst, &a, 8);
-        memcpy(dst + n - 8, &b, 8);
-    } else if (n >= 4 && n < 8) {
-        uint32_t a, b;
-        memcpy(&a, src, 4);
-        memcpy(&b, src + n - 4, 4);
-        memcpy(dst, &a, 4);
-        memcpy(dst + n - 4, &b, 4);
-    } else if (n < 4) {
-        for (size_t i = 0; i < n; i++)
-            dst[i] = src[i];
     } else {
         memcpy(dst, src, n);
     }

@@ -35,7 +35,8 @@ int buf_append(struct buf *b, const void *p, size_t n)
 
 void buf_free(struct buf *b)
 {
-    sc_free(b->data);
+    if (b->data)                /* most buffers freed are ones never allocated */
+        sc_free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
 }

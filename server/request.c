@@ -67,7 +67,7 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
 
 /* Which known field a name is, or -1: by length first, so most names cost one switch
  * and one comparison of a length the compiler knows (done inline, without a call). */
-static inline int known_field(const char *name, size_t len)
+static inline __attribute__((always_inline)) int known_field(const char *name, size_t len)
 {
 #define IS(lit, k) if (!memcmp(name, lit, sizeof lit - 1)) return k
     switch (len) {
@@ -172,7 +172,8 @@ static void release(struct request *r)
         r->next->prev = r->prev;
     /* Unconditionally: a timer that expired but has not run yet is pending, not active,
      * and would run on freed memory. */
-    ev_timer_stop(c->w->loop, &r->timer);
+    if (ev_is_active(&r->timer) || ev_is_pending(&r->timer))
+        ev_timer_stop(c->w->loop, &r->timer);
     if (r->src.release)
         r->src.release(r->src.arg);
     free_buf(r, &r->hdr);
@@ -263,7 +264,8 @@ int request_start(struct request *r)
     }
     r->method = known(r, KF_METHOD);
     r->target = known(r, KF_PATH);
-    r->head = r->method && !strcmp(r->method, "HEAD");
+    const char *m = r->method;
+    r->head = m && m[0] == 'H' && m[1] == 'E' && m[2] == 'A' && m[3] == 'D' && !m[4];
     r->authority = known(r, KF_AUTHORITY);
     if (!r->authority)
         r->authority = known(r, KF_HOST);

@@ -174,23 +174,44 @@ void sockaddr_text(const struct sockaddr *sa, char *out, size_t cap)
     }
 }
 
+/* The text of the last peer each is asked about, per thread: an access log asks for it
+ * on every request, and inet_ntop formats with sprintf.  A peer is compared whole
+ * (family, address, port), so a cached text is always its own. */
+struct peer_text {
+    struct sockaddr_in6 key;       /* the largest of the families kept */
+    char text[64];
+};
+
+static bool peer_cached(struct peer_text *t, const struct conn *c)
+{
+    size_t len = c->peer.sa.sa_family == AF_INET ? sizeof c->peer.in : sizeof c->peer.in6;
+    if (t->key.sin6_family && !memcmp(&t->key, &c->peer, len))
+        return true;
+    memset(&t->key, 0, sizeof t->key);
+    memcpy(&t->key, &c->peer, len);
+    return false;
+}
+
 const char *conn_peer(const struct conn *c)
 {
-    static __thread char text[64];
-    sockaddr_text(&c->peer.sa, text, sizeof text);
-    return text;
+    static __thread struct peer_text t;
+    if (!peer_cached(&t, c))
+        sockaddr_text(&c->peer.sa, t.text, sizeof t.text);
+    return t.text;
 }
 
 const char *conn_peer_address(const struct conn *c)
 {
-    static __thread char text[INET6_ADDRSTRLEN];
+    static __thread struct peer_text t;
+    if (peer_cached(&t, c))
+        return t.text;
     if (c->peer.sa.sa_family == AF_INET)
-        inet_ntop(AF_INET, &c->peer.in.sin_addr, text, sizeof text);
+        inet_ntop(AF_INET, &c->peer.in.sin_addr, t.text, sizeof t.text);
     else if (c->peer.sa.sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, text, sizeof text);
+        inet_ntop(AF_INET6, &c->peer.in6.sin6_addr, t.text, sizeof t.text);
     else
-        snprintf(text, sizeof text, "-");
-    return text;
+        snprintf(t.text, sizeof t.text, "-");
+    return t.text;
 }
 
 void conn_watch(struct conn *c, bool read, bool write)

@@ -8,16 +8,18 @@
  *   json      one object per line: time, client, method, target, protocol, status,
  *             bytes, duration_ms, host, referer, user_agent.
  *
- * Formatted only when there is a log (formatting costs more than serving a small file
- * from the cache).  What the client sent is escaped ("\xHH" in combined, as nginx
- * does; JSON escapes in json), so no request can forge a line. */
-#include <stdarg.h>
+ * Formatted only when there is a log, and without printf on the way: the time once a
+ * second per thread, numbers by hand, client text copied a run of plain bytes at a time
+ * (callgrind, 1 KiB over h2c: the line cost 9,200 instructions per request with
+ * vsnprintf, strftime and a copy per byte).  What the client sent is escaped ("\xHH" in
+ * combined, as nginx does; JSON escapes in json), so no request can forge a line. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "app/app.h"
 #include "config.h"
+#include "fieldcopy.h"
 #include "log.h"
 
 #define LINE_MAX 4096
@@ -27,44 +29,66 @@ struct line {
     size_t len;
 };
 
-static void put(struct line *l, const char *s, size_t n)
+static inline __attribute__((always_inline)) void put(struct line *l, const char *s, size_t n)
 {
     if (n > LINE_MAX - 1 - l->len)
         n = LINE_MAX - 1 - l->len;
-    memcpy(l->text + l->len, s, n);
+    field_copy(l->text + l->len, s, n);
     l->len += n;
 }
 
-static void putf(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(struct line *l, const char *fmt, ...)
+static void put_str(struct line *l, const char *s) { put(l, s, strlen(s)); }
+
+static void put_u64(struct line *l, uint64_t v)
 {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        put(l, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    char d[24];
+    put(l, d, u64_dec(d, v));
 }
 
-/* Client-supplied text: printable ASCII but for the quote and backslash goes as is. */
+/* Seconds to the millisecond, "0.003" (what %.3f gave, without printf). */
+static void put_millis(struct line *l, double secs)
+{
+    uint64_t ms = secs > 0 ? (uint64_t)(secs * 1000 + 0.5) : 0;
+    char d[32];
+    size_t n = u64_dec(d, ms / 1000);
+    d[n++] = '.';
+    d[n++] = (char)('0' + ms / 100 % 10), d[n++] = (char)('0' + ms / 10 % 10), d[n++] = (char)('0' + ms % 10);
+    put(l, d, n);
+}
+
+/* Printable ASCII but for the quote and the backslash. */
+static const bool plain_byte[256] = { [0x20 ... 0x21] = true, [0x23 ... 0x5b] = true, [0x5d ... 0x7e] = true };
+static bool plain(unsigned char ch) { return plain_byte[ch]; }
+
+/* Client-supplied text: printable ASCII but for the quote and backslash goes as is, a run
+ * at a time; anything else is escaped. */
 static void put_escaped(struct line *l, const char *s, bool json)
 {
+    static const char hex[] = "0123456789ABCDEF", lhex[] = "0123456789abcdef";
     if (!s) {
         put(l, json ? "null" : "-", json ? 4 : 1);
         return;
     }
     if (json)
         put(l, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p && l->len < LINE_MAX - 8; p++) {
-        if (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
-            put(l, (const char *)p, 1);
-        else if (json && (*p == '"' || *p == '\\'))
-            putf(l, "\\%c", *p);
+    for (const unsigned char *p = (const unsigned char *)s; *p && l->len < LINE_MAX - 8;) {
+        const unsigned char *run = p;
+        while (plain(*p))
+            p++;
+        if (p > run) {
+            put(l, (const char *)run, (size_t)(p - run));
+            continue;
+        }
+        if (!*p)
+            break;
+        char e[6];
+        if (json && (*p == '"' || *p == '\\'))
+            e[0] = '\\', e[1] = (char)*p, put(l, e, 2);
         else if (json)
-            putf(l, "\\u%04x", *p);
+            memcpy(e, "\\u00", 4), e[4] = lhex[*p >> 4], e[5] = lhex[*p & 15], put(l, e, 6);
         else
-            putf(l, "\\x%02X", *p);
+            e[0] = '\\', e[1] = 'x', e[2] = hex[*p >> 4], e[3] = hex[*p & 15], put(l, e, 4);
+        p++;
     }
     if (json)
         put(l, "\"", 1);
@@ -72,7 +96,29 @@ static void put_escaped(struct line *l, const char *s, bool json)
 
 static const char *request_protocol(const char *proto)
 {
-    return !strcmp(proto, "http/1.1") ? "HTTP/1.1" : "HTTP/2.0";
+    return proto[0] == 'h' && proto[1] == 't' ? "HTTP/1.1" : "HTTP/2.0";
+}
+
+/* The line's time, formatted once a second per thread (each format its own text). */
+static const char *stamp(bool json)
+{
+    static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    static __thread time_t at[2] = { -1, -1 };
+    static __thread char text[2][40];
+    time_t now = time(NULL);
+    if (at[json] != now) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        if (json)
+            snprintf(text[1], sizeof text[1], "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        else
+            snprintf(text[0], sizeof text[0], "%02d/%s/%04d:%02d:%02d:%02d +0000", tm.tm_mday, months[tm.tm_mon],
+                     tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        at[json] = now;
+    }
+    return text[json];
 }
 
 void access_log_request(const struct request *r)
@@ -80,19 +126,25 @@ void access_log_request(const struct request *r)
     if (!access_log_enabled())
         return;
     struct line l = { .len = 0 };
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
     double secs = req_now(r) - req_started(r);
     if (cfg.access_log_format == ACCESS_LOG_JSON) {
-        char when[32];
-        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        putf(&l, "{\"time\":\"%s\",\"client\":\"%s\",\"method\":", when, req_peer(r));
+        put(&l, "{\"time\":\"", 9);
+        put_str(&l, stamp(true));
+        put(&l, "\",\"client\":\"", 12);
+        put_str(&l, req_peer(r));
+        put(&l, "\",\"method\":", 11);
         put_escaped(&l, req_method(r), true);
         put(&l, ",\"target\":", 10);
         put_escaped(&l, req_target(r), true);
-        putf(&l, ",\"protocol\":\"%s\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,\"host\":", req_protocol(r),
-             req_status(r), (unsigned long long)req_bytes_sent(r), secs * 1000);
+        put(&l, ",\"protocol\":\"", 13);
+        put_str(&l, req_protocol(r));
+        put(&l, "\",\"status\":", 11);
+        put_u64(&l, (uint64_t)req_status(r));
+        put(&l, ",\"bytes\":", 9);
+        put_u64(&l, req_bytes_sent(r));
+        put(&l, ",\"duration_ms\":", 15);
+        put_millis(&l, secs * 1000);
+        put(&l, ",\"host\":", 8);
         put_escaped(&l, req_authority(r), true);
         put(&l, ",\"referer\":", 11);
         put_escaped(&l, req_known(r, KF_REFERER), true);
@@ -100,20 +152,29 @@ void access_log_request(const struct request *r)
         put_escaped(&l, req_known(r, KF_USER_AGENT), true);
         put(&l, "}", 1);
     } else {
-        char when[40];
-        strftime(when, sizeof when, "%d/%b/%Y:%H:%M:%S +0000", &tm);
-        putf(&l, "%s - - [%s] \"", req_peer_address(r), when);
+        put_str(&l, req_peer_address(r));
+        put(&l, " - - [", 6);
+        put_str(&l, stamp(false));
+        put(&l, "] \"", 3);
         put_escaped(&l, req_method(r), false);
         put(&l, " ", 1);
         put_escaped(&l, req_target(r), false);
-        putf(&l, " %s\" %d %llu \"", request_protocol(req_protocol(r)), req_status(r),
-             (unsigned long long)req_bytes_sent(r));
+        put(&l, " ", 1);
+        put(&l, request_protocol(req_protocol(r)), 8);
+        put(&l, "\" ", 2);
+        put_u64(&l, (uint64_t)req_status(r));
+        put(&l, " ", 1);
+        put_u64(&l, req_bytes_sent(r));
+        put(&l, " \"", 2);
         put_escaped(&l, req_known(r, KF_REFERER), false);
         put(&l, "\" \"", 3);
         put_escaped(&l, req_known(r, KF_USER_AGENT), false);
         put(&l, "\" \"", 3);
         put_escaped(&l, req_authority(r), false);
-        putf(&l, "\" %s %.3f", req_protocol(r), secs);
+        put(&l, "\" ", 2);
+        put_str(&l, req_protocol(r));
+        put(&l, " ", 1);
+        put_millis(&l, secs);
     }
     put(&l, "\n", 1);
     if (l.text[l.len - 1] != '\n')       /* cut short: still one line */

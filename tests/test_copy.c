@@ -1,12 +1,16 @@
 /* Unit tests of the copies that keep clear of the CPU's slow case: copy.h's test and
  * piecewise copy (every distance and length around the pieces, bytes exact), and mem.c's
  * placement of OpenSSL's record buffers (their payload half a page in, a realloc keeping
- * the contents, every placed buffer given back to the heap whole). */
+ * the contents, every placed buffer given back to the heap whole); fieldcopy.h's short
+ * copies and word-wise lower-casing (every length to 70, every byte value at every
+ * place), and path_decode's one-pass segment checks. */
 #include <openssl/crypto.h>
 #include <stdint.h>
 
+#include "app/app.h"
 #include "check.h"
 #include "copy.h"
+#include "fieldcopy.h"
 #include "mem.h"
 #include "scalloc.h"
 
@@ -79,6 +83,59 @@ static void record_buffers_put_payload_half_a_page_in(void)
            (unsigned long long)before.heap_alloc, (unsigned long long)after.heap_alloc);
 }
 
+static void field_copy_is_memcpy(void)
+{
+    char src[96], dst[112];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (char)(i * 37 + 1);
+    for (size_t n = 0; n <= 70; n++)
+        for (size_t off = 0; off < 8; off++) {
+            memset(dst, 0x5a, sizeof dst);
+            field_copy(dst + 8, src + off, n);
+            CHECKF(!memcmp(dst + 8, src + off, n) && dst[7] == 0x5a && dst[8 + n] == 0x5a, "len %zu at +%zu", n, off);
+        }
+}
+
+static void field_copy_lower_lowers_ascii_letters_only(void)
+{
+    char src[80], dst[96], want[80];
+    for (size_t n = 0; n <= 70; n++)
+        for (size_t at = 0; at < (n ? n : 1); at++)
+            for (int b = 0; b < 256; b++) {
+                for (size_t i = 0; i < n; i++)
+                    src[i] = (char)("Content-TYPE-x"[i % 14]);
+                if (n)
+                    src[at] = (char)b;
+                for (size_t i = 0; i < n; i++) {
+                    unsigned char ch = (unsigned char)src[i];
+                    want[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+                }
+                memset(dst, 0x5a, sizeof dst);
+                field_copy_lower(dst + 8, src, n);
+                CHECKF(!memcmp(dst + 8, want, n) && dst[7] == 0x5a && dst[8 + n] == 0x5a, "len %zu, byte %d at %zu", n,
+                       b, at);
+                if (!n)
+                    break;
+            }
+}
+
+static void path_decode_refuses_dot_segments_in_one_pass(void)
+{
+    static const char *const bad[] = { "/.", "/..", "/a/..", "/a/../b", "/./a", "/a/.", "/%2e%2e/x", "/a%2f..%2fb",
+                                       "/a/%2E", "/%00", "/a%zz", "/a%2", "/%2e" };
+    static const struct { const char *in, *out; } good[] = {
+        { "/", "" }, { "/a", "a" }, { "//a//b/", "a//b/" }, { "/a.b/.c/..d/...", "a.b/.c/..d/..." },
+        { "/a%20b?x=/../", "a b" }, { "/sub/style.css#..", "sub/style.css" }, { "/%41", "A" },
+    };
+    char out[64];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(path_decode(bad[i], out, sizeof out) == -1, "%s decoded to '%s'", bad[i], out);
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECKF(path_decode(good[i].in, out, sizeof out) == 0 && !strcmp(out, good[i].out), "%s -> '%s', want '%s'",
+               good[i].in, out, good[i].out);
+    CHECK(path_decode("/abcdefgh", out, 8) == -1);         /* longer than the room */
+}
+
 int main(void)
 {
     mem_install_hooks();
@@ -86,5 +143,8 @@ int main(void)
     RUN(copy_apart_copies_exactly);
     RUN(classes_from_1k_start_32_aligned);
     RUN(record_buffers_put_payload_half_a_page_in);
+    RUN(field_copy_is_memcpy);
+    RUN(field_copy_lower_lowers_ascii_letters_only);
+    RUN(path_decode_refuses_dot_segments_in_one_pass);
     CHECK_DONE();
 }

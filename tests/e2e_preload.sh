@@ -101,13 +101,16 @@ mkdir -p "$TMP/site"
 for i in $(seq 1 20); do head -c $((i * 3000)) /dev/urandom > "$TMP/site/f$i.bin"; done
 for attempt in 1 2 3 4 5; do
   P=$(free_port $attempt)
-  pre nghttpd nghttpd -n 2 --no-tls -d "$TMP/site" "$P" > "$TMP/nghttpd.log" 2>&1 &
+  # Not through pre(): a backgrounded function is a subshell, whose pid is not nghttpd's,
+  # and killing it left nghttpd running after the test (holding what the test held).
+  LD_PRELOAD=$SO SCALLOC_STATS=$TMP/nghttpd.stats nghttpd -n 2 --no-tls -d "$TMP/site" "$P" > "$TMP/nghttpd.log" 2>&1 &
   NPID=$!; PIDS="$PIDS $NPID"
   for i in $(seq 1 50); do
     curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/f1.bin" && break
     sleep 0.1
   done
   kill -0 $NPID 2>/dev/null && break
+  wait $NPID 2>/dev/null
 done
 urls=$(for i in $(seq 1 20); do printf 'http://127.0.0.1:%s/f%s.bin ' "$P" "$i"; done)
 pre h2load h2load -n 20000 -c 20 -m 10 $urls > "$TMP/h2load.out" 2>&1

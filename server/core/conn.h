@@ -199,6 +199,7 @@ struct conn {
     bool served_once : 1;          /* a serve coroutine has run for it */
     bool heard : 1;                /* the protocol has had bytes from the peer */
     bool deadlines_due : 1;        /* a response began this step: arm its deadline as it ends */
+    bool nothing_to_write : 1;     /* the step's last round found the protocol with nothing to produce */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;

@@ -21,7 +21,7 @@ bool conn_may_park(const struct conn *c)
         return false;
     if (c->ssl && SSL_pending(c->ssl) > 0)
         return false;
-    if (c->state == CONN_OPEN && c->proto->want_write(c))
+    if (c->state == CONN_OPEN && !c->nothing_to_write && c->proto->want_write(c))
         return false;
     return true;
 }

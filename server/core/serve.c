@@ -107,6 +107,7 @@ static void shutdown_grace(struct conn *c)
 
 static enum step step(struct conn *c)
 {
+    c->nothing_to_write = false;
     if (c->timed_out && handle_timeout(c))
         return STEP_CLOSE;
     if (c->shutdown_asked)
@@ -167,8 +168,10 @@ static enum step step(struct conn *c)
         /* All the input read and all the output written, and nothing left to run or to
          * produce: another round would only find that out again (a small request's step
          * is then one round, not two). */
-        if (drained && !c->runnable && !c->proto->want_write(c))
+        if (drained && !c->runnable && !c->proto->want_write(c)) {
+            c->nothing_to_write = true;     /* conn_may_park need not ask again */
             break;
+        }
         if (round == STEP_ROUNDS || reads == 0) {
             /* Budget spent: other connections first.  Input still in the socket brings
              * this one back by itself; work it does not show needs the ready list. */

@@ -101,7 +101,7 @@ stop_daemon
 start_daemon
 H="http://127.0.0.1:$PORT"
 if command -v nginx >/dev/null; then
-  NPORT=$((PORT + 2))
+  NPORT=$(free_port)             # not PORT + 2: that one may be taken by another program
   mkdir -p "$TMP/nginx"
   chmod a+x "$TMP"; chmod a+rwx "$TMP/nginx"     # nginx's workers run as another user
   cat > "$TMP/nginx/nginx.conf" <<EOF

@@ -98,7 +98,8 @@ void request_set_store(struct request *r, char *mem, size_t cap)
 
 static bool in_store(const struct request *r, const struct buf *b)
 {
-    return b->data && b->data >= r->store && b->data < r->store + r->store_cap;
+    /* An HTTP/1.1 request has no store: r->store + 0 on a null store is undefined. */
+    return b->data && r->store && b->data >= r->store && b->data < r->store + r->store_cap;
 }
 
 /* buf_reserve for the head and the response fields: the first reservation takes the

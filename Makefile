@@ -110,7 +110,8 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/server/embed.o $(L
 # test_export links the exported malloc family, which sanitizer builds leave out.
 UNIT_TESTS := $(BUILD)/tests/test_alloc $(if $(DAEMON_MALLOC),$(BUILD)/tests/test_export) \
               $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/h2raw
-BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro $(BUILD)/bench/bench_workloads $(BUILD)/bench/bench_copy
+BENCHES := $(BUILD)/bench/bench_alloc $(BUILD)/bench/bench_coro $(BUILD)/bench/bench_workloads $(BUILD)/bench/bench_copy \
+           $(if $(SHARED_LIB),$(BUILD)/bench/librss_probe.so)
 
 # What tests/e2e_preload.sh runs under the drop-in (built against glibc alone).
 PRELOAD_TESTS := $(if $(SHARED_LIB),$(BUILD)/tests/preload_corners $(BUILD)/tests/libpreload_tls.so)
@@ -219,6 +220,10 @@ $(BUILD)/bench/bench_workloads: $(BUILD)/obj/bench/bench_workloads.o
 $(BUILD)/bench/bench_coro: $(BUILD)/obj/bench/bench_coro.o $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
+# Preloaded after the drop-in, whose sc_ functions it calls (bench/rss_probe.c).
+$(BUILD)/bench/librss_probe.so: bench/rss_probe.c $(GEN) $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< $(LDFLAGS_ALL)
 $(BUILD)/bench/bench_copy: $(BUILD)/obj/bench/bench_copy.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)

@@ -560,36 +560,49 @@ void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPAN
     pthread_mutex_unlock(&sc_heap.lock);
 }
 
-/* Where the resident memory is, span class by span class: every span's pages asked of
- * the kernel (mincore), under the heap lock.  For finding what a workload keeps resident
- * that it does not use (a page of a dead buffer, a page shared by two objects) - far too
- * slow for every request. */
-void sc_read_residency(struct sc_residency *out)
+/* Where the resident memory is, span class by span class: every span's pages, and every
+ * free run's, asked of the kernel (mincore), under the heap lock.  For finding what a
+ * workload keeps resident that it does not use (a page of a dead buffer, a page shared by
+ * two objects, empty spans and dirty idle pages kept at hand) - far too slow for every
+ * request. */
+static size_t resident_bytes(uintptr_t base, size_t bytes)
 {
     static unsigned char vec[(SC_PAGE_SIZE << 14) / 4096];
+    size_t os_page = (size_t)sysconf(_SC_PAGESIZE), resident = 0;
+    for (size_t off = 0; off < bytes; off += sizeof vec * os_page) {
+        size_t len = bytes - off < sizeof vec * os_page ? bytes - off : sizeof vec * os_page;
+        if (mincore((void *)(base + off), len, vec) == 0)
+            for (size_t k = 0; k < len / os_page; k++)
+                resident += (vec[k] & 1) ? os_page : 0;
+    }
+    return resident;
+}
+
+void sc_read_residency(struct sc_residency *out)
+{
     memset(out, 0, sizeof *out);
     sc_heap_init();
-    long os_page = sysconf(_SC_PAGESIZE);
     pthread_mutex_lock(&sc_heap.lock);
     for (size_t i = 0; i < sc_heap.grown_pages;) {
         const sc_span *s = sc_heap.pagemap[i];
-        if (s == NOWHERE || page_index(s->base) != i || s->state == SC_SPAN_FREE) {
-            i += s != NOWHERE && page_index(s->base) == i && s->npages ? s->npages : 1;
+        if (s == NOWHERE || page_index(s->base) != i || !s->npages) {
+            i++;
             continue;
         }
-        size_t bytes = (size_t)s->npages << SC_PAGE_SHIFT, resident = 0;
-        for (size_t off = 0; off < bytes; off += sizeof vec * (size_t)os_page) {
-            size_t len = bytes - off < sizeof vec * (size_t)os_page ? bytes - off : sizeof vec * (size_t)os_page;
-            if (mincore((void *)(s->base + off), len, vec) == 0)
-                for (size_t k = 0; k < len / (size_t)os_page; k++)
-                    resident += (vec[k] & 1) ? (size_t)os_page : 0;
-        }
-        struct sc_class_residency *c = s->stack ? &out->stacks
-                                                : &out->by_class[s->state == SC_SPAN_LARGE ? 0 : SC_SPANCLASS_CLASS(s->spanclass)];
+        size_t bytes = (size_t)s->npages << SC_PAGE_SHIFT, resident = resident_bytes(s->base, bytes);
+        bool large = s->state == SC_SPAN_LARGE;
+        struct sc_class_residency *c = s->state == SC_SPAN_FREE ? &out->idle
+                                       : s->stack             ? &out->stacks
+                                                              : &out->by_class[large ? 0 : SC_SPANCLASS_CLASS(s->spanclass)];
+        uint64_t live = s->state == SC_SPAN_FREE ? 0 : large ? !s->cached : sc_span_live(s);
         c->spans++;
         c->bytes += bytes;
         c->resident += resident;
-        c->objects += s->state == SC_SPAN_LARGE ? 1 : sc_span_live(s);
+        c->objects += live;
+        if (s->state != SC_SPAN_FREE && !live) {
+            c->empty_spans++;
+            c->empty_resident += resident;
+        }
         i += s->npages;
     }
     pthread_mutex_unlock(&sc_heap.lock);

@@ -53,13 +53,17 @@ struct sc_tiny_stats {
 
 /* Resident memory by span class (sc_read_residency): spans, their bytes, how many of
  * those are resident, and live objects (by the owners' counts; remote frees not yet
- * collected count as live). */
+ * collected count as live); of those spans, how many hold no live object (a thread keeps
+ * them for its next objects of the class; for objects above 32 KiB, the freed objects a
+ * thread keeps for its next of the same size) and their resident bytes. */
 struct sc_class_residency {
     uint64_t spans, bytes, resident, objects;
+    uint64_t empty_spans, empty_resident;
 };
 struct sc_residency {
     struct sc_class_residency by_class[SC_NUM_CLASSES];   /* [0]: objects above 32 KiB */
     struct sc_class_residency stacks;                      /* coroutine stacks, all sizes */
+    struct sc_class_residency idle;                        /* free page runs (spans: runs) */
 };
 
 struct sc_config {

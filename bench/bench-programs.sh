@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench-programs.sh [--quick]: whole allocators compared by LD_PRELOAD on workloads and real
+# bench-programs.sh [--quick] [--rounds N] [--only W,W...] [--allocs A,A...]: whole allocators compared by LD_PRELOAD on workloads and real
 # programs - scalloc (build/libscalloc.so; and build/tiny/libscalloc.so, the same with the
 # tiny allocator, where built), glibc (nothing preloaded), jemalloc, mimalloc and
 # tcmalloc (Debian's libraries, where installed).  Prints the README's tables (Markdown)
@@ -15,8 +15,17 @@
 # at small sizes, to check that everything runs.
 set -eu
 BUILD=${BUILD:-build}
-ROUNDS=5 QUICK=0
-[ "${1:-}" = --quick ] && ROUNDS=1 QUICK=1
+ROUNDS=5 QUICK=0 ONLY= ONLY_ALLOCS=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) ROUNDS=1 QUICK=1 ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --only) ONLY=$2; shift ;;
+    --allocs) ONLY_ALLOCS=$2; shift ;;
+    *) echo "usage: bench-programs.sh [--quick] [--rounds N] [--only W,W...] [--allocs A,A...]" >&2; exit 2 ;;
+  esac
+  shift
+done
 OUT=$BUILD/bench
 mkdir -p "$OUT"
 RAW=$OUT/programs-raw.tsv
@@ -29,16 +38,25 @@ trap '[ -n "$RPID" ] && kill -9 "$RPID" 2>/dev/null; rm -rf "$TMP"' EXIT
 
 declare -A PRE=([scalloc]=$PWD/$BUILD/libscalloc.so [scalloc-tiny]=$PWD/$BUILD/tiny/libscalloc.so [glibc]=
   [jemalloc]=$LIB/libjemalloc.so.2 [mimalloc]=$LIB/libmimalloc.so.2 [tcmalloc]=$LIB/libtcmalloc_minimal.so.4)
+# SCALLOC_BASE=path/libscalloc.so adds a column "scalloc-base": another build of the drop-in
+# (the code before a change) run in the same rounds.  Variants (scalloc-*) are not
+# counted for the best of a row.
 ALLOCS=""
-for a in scalloc scalloc-tiny glibc jemalloc mimalloc tcmalloc; do
+VARIANTS="scalloc-tiny"
+if [ -n "${SCALLOC_BASE:-}" ]; then PRE[scalloc-base]=$SCALLOC_BASE; VARIANTS="$VARIANTS scalloc-base"; fi
+for a in scalloc $VARIANTS glibc jemalloc mimalloc tcmalloc; do
   if [ -z "${PRE[$a]}" ] || [ -f "${PRE[$a]}" ]; then ALLOCS="$ALLOCS $a"; else echo "# $a: ${PRE[$a]} not found" >&2; fi
 done
-set -- $ALLOCS; NALLOC=$#
+RUN_ALLOCS=$ALLOCS
+[ -n "$ONLY_ALLOCS" ] && RUN_ALLOCS=$(echo "$ONLY_ALLOCS" | tr ',' ' ')
+set -- $RUN_ALLOCS; NALLOC=$#
 
-if [ $QUICK = 1 ]; then S=(5 1 5 1 5 1 150 2000); else S=(200 20 100 10 100 3 700 200000); fi
+if [ $QUICK = 1 ]; then S=(5 1 5 1 5 1 150 2000 1); else S=(200 20 100 10 100 3 700 200000 1); fi
 PY=/usr/bin/python3
 $PY tests/preload/gen_c.py "${S[6]}" > "$TMP/big.c"
-WORKLOADS="larson xmalloc-test cache-scratch glibc-simple mstress python3 gcc redis"
+WORKLOADS="larson xmalloc-test cache-scratch glibc-simple mstress python3 python3-threads gcc redis"
+RUN_WORKLOADS=$WORKLOADS
+[ -n "$ONLY" ] && RUN_WORKLOADS=$(echo "$ONLY" | tr ',' ' ')
 
 free_port() { echo $(( 20000 + (RANDOM * 7 + $$) % 20000 )); }
 
@@ -52,6 +70,7 @@ measure() {
     glibc-simple) line=$(LD_PRELOAD=$pre "$W" glibc-simple 1 "${S[3]}") ;;
     mstress) line=$(LD_PRELOAD=$pre "$W" mstress 2 "${S[4]}") ;;
     python3) line=$("$W" run env LD_PRELOAD="$pre" $PY tests/preload/alloc.py "${S[5]}" 2>&1 >/dev/null) ;;
+    python3-threads) line=$("$W" run env LD_PRELOAD="$pre" $PY tests/preload/threads.py "${S[8]}" 2>&1 >/dev/null) ;;
     gcc) line=$("$W" run env LD_PRELOAD="$pre" gcc -O2 -c "$TMP/big.c" -o "$TMP/big.o" 2>&1 >/dev/null) ;;
     redis) measure_redis "$pre"; return ;;
   esac
@@ -83,10 +102,13 @@ measure_redis() {
   echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') $hwm $ops"
 }
 
-: > "$RAW"
+# Earlier figures of what runs now go; the rest stay for the tables.
+touch "$RAW"
+awk -F'\t' -v w=" $RUN_WORKLOADS " -v a=" $RUN_ALLOCS " '!(index(w, " " $1 " ") && index(a, " " $2 " "))' "$RAW" > "$TMP/raw"
+cp "$TMP/raw" "$RAW"
 for round in $(seq 1 "$ROUNDS"); do
-  for w in $WORKLOADS; do
-    set -- $ALLOCS
+  for w in $RUN_WORKLOADS; do
+    set -- $RUN_ALLOCS
     first=$(( (round - 1) % NALLOC ))
     order="${*:first+1} ${*:1:first}"
     for a in $order; do
@@ -96,24 +118,26 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-awk -F'\t' -v allocs="$ALLOCS" -v workloads="$WORKLOADS" -v rounds="$ROUNDS" '
+awk -F'\t' -v allocs="$ALLOCS" -v workloads="$WORKLOADS" '
 function median(list,   n, a, i, j, x) {
   n = split(list, a, " ")
   for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { x = a[i]; a[i] = a[j]; a[j] = x }
   return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
-{ t[$1, $2] = t[$1, $2] " " $3; r[$1, $2] = r[$1, $2] " " $4; o[$1, $2] = o[$1, $2] " " $5 }
+{ t[$1, $2] = t[$1, $2] " " $3; r[$1, $2] = r[$1, $2] " " $4; o[$1, $2] = o[$1, $2] " " $5; n[$1, $2]++; has[$1] = 1
+  if (n[$1, $2] > runs) runs = n[$1, $2]; if (lo == "" || n[$1, $2] < lo) lo = n[$1, $2] }
 END {
   na = split(allocs, A, " "); nw = split(workloads, Wl, " ")
   hdr = "| workload |"; sep = "|---|"
   for (i = 1; i <= na; i++) { hdr = hdr " " A[i] " |"; sep = sep "---:|" }
-  printf "Median of %d interleaved runs; the best in each row in bold.\n\n", rounds
+  printf "Median of %s interleaved runs; the best in each row in bold.\n\n", (lo == runs ? runs : lo "-" runs)
   print "**Time (s; redis: requests per second, higher is better)**\n"; print hdr " scalloc vs best |"; print sep "---:|"
   for (k = 1; k <= nw; k++) {
     w = Wl[k]; best = ""; line = "| " w " |"
+    if (!has[w]) continue
     for (i = 1; i <= na; i++) {
       v[i] = (w == "redis") ? median(o[w, A[i]]) : median(t[w, A[i]])
-      if (w != "scalloc-tiny" && A[i] != "scalloc-tiny" && (best == "" || (w == "redis" ? v[i] > best : v[i] < best))) best = v[i]
+      if (A[i] !~ /^scalloc-/ && (best == "" || (w == "redis" ? v[i] > best : v[i] < best))) best = v[i]
     }
     for (i = 1; i <= na; i++) {
       f = (w == "redis") ? sprintf("%.0f", v[i]) : sprintf("%.3f", v[i])
@@ -126,11 +150,12 @@ END {
   print "\n**Peak RSS (MiB)**\n"; print hdr " scalloc vs lowest |"; print sep "---:|"
   for (k = 1; k <= nw; k++) {
     w = Wl[k]; best = ""; line = "| " w " |"
-    for (i = 1; i <= na; i++) { v[i] = median(r[w, A[i]]) / 1024; if (A[i] != "scalloc-tiny" && (best == "" || v[i] < best)) best = v[i] }
+    if (!has[w]) continue
+    for (i = 1; i <= na; i++) { v[i] = median(r[w, A[i]]) / 1024; if (A[i] !~ /^scalloc-/ && (best == "" || v[i] < best)) best = v[i] }
     for (i = 1; i <= na; i++) {
       f = sprintf("%.1f", v[i]); line = line " " (v[i] == best ? "**" f "**" : f) " |"
       if (A[i] == "scalloc") sc = v[i]
     }
-    print line " " (sc == best ? "lowest" : sprintf("%+.0f%%", 100 * (sc - best) / best)) " |"
+    print line " " (sc == best ? "lowest" : sprintf("%+.1f%%", 100 * (sc - best) / best)) " |"
   }
 }' "$RAW" | tee "$REPORT"

@@ -184,12 +184,17 @@ $(BUILD)/tests/h2raw: $(BUILD)/obj/tests/h2raw.o
 $(BUILD)/tests/test_alloc: $(BUILD)/obj/tests/test_alloc.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
-$(BUILD)/tests/test_export: $(BUILD)/obj/tests/test_export.o $(MALLOC_OBJ) $(BUILD)/libscalloc.a
+# Both link tests/atfork_alloc.c's library, whose constructor runs before the heap's.
+ATFORK_LIB := -L$(BUILD)/tests -Wl,--no-as-needed -latfork_alloc -Wl,--as-needed -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/tests/test_export: $(BUILD)/obj/tests/test_export.o $(MALLOC_OBJ) $(BUILD)/libscalloc.a $(BUILD)/tests/libatfork_alloc.so
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDFLAGS_ALL)
-$(BUILD)/tests/preload_corners: $(BUILD)/obj/tests/preload_corners.o
+	$(CC) -o $@ $(filter %.o %.a,$^) $(ATFORK_LIB) $(LDFLAGS_ALL)
+$(BUILD)/tests/preload_corners: $(BUILD)/obj/tests/preload_corners.o $(BUILD)/tests/libatfork_alloc.so
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ -ldl $(LDFLAGS_ALL)
+	$(CC) -o $@ $(filter %.o,$^) $(ATFORK_LIB) -ldl $(LDFLAGS_ALL)
+$(BUILD)/tests/libatfork_alloc.so: tests/atfork_alloc.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< $(LDFLAGS_ALL)
 $(BUILD)/tests/libpreload_tls.so: tests/preload_tls.c $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< $(LDFLAGS_ALL)

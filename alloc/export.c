@@ -16,16 +16,25 @@
  * - Failures set errno (ENOMEM, EINVAL) as glibc does; posix_memalign returns the error
  *   and leaves errno alone; calloc and reallocarray refuse products that overflow;
  *   realloc(p, 0) frees p and returns NULL, as glibc's does.
- * - fork: the allocator's locks are taken around it (alloc/fork.c). */
+ * - fork: the allocator's locks are taken around it, and its handlers must be the first
+ *   registered, so that they take the locks after every other prepare handler ran
+ *   (alloc/fork.c says why): on glibc this file also defines __register_atfork, through
+ *   which every pthread_atfork of the process passes, and registers the heap's handlers
+ *   before the first of them. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <stdatomic.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "scalloc.h"
+
+/* fork.c's: the heap's fork handlers registered, once. */
+void sc_fork_install(void) __attribute__((visibility("hidden")));
 
 _Static_assert(alignof(max_align_t) <= 16, "only the 24-byte class falls short of max_align_t");
 
@@ -99,3 +108,30 @@ void *pvalloc(size_t n)
 }
 
 size_t malloc_usable_size(void *p) { return sc_usable_size(p); }
+
+#ifdef __GLIBC__
+typedef int register_fn(void (*)(void), void (*)(void), void (*)(void), void *);
+
+/* glibc's __register_atfork (the next definition in lookup order), found on first use. */
+__attribute__((visibility("hidden"))) int sc_next_register_atfork(void (*prepare)(void), void (*parent)(void),
+                                                                  void (*child)(void), void *dso)
+{
+    static register_fn *_Atomic next;
+    register_fn *fn = atomic_load_explicit(&next, memory_order_relaxed);
+    if (!fn) {
+        fn = (register_fn *)dlvsym(RTLD_NEXT, "__register_atfork", "GLIBC_2.3.2");
+        if (!fn)
+            return ENOSYS;
+        atomic_store_explicit(&next, fn, memory_order_relaxed);
+    }
+    return fn(prepare, parent, child, dso);
+}
+
+/* What pthread_atfork calls (glibc links it into every program and library as a call to
+ * this): the heap's handlers go first, then the caller's. */
+int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso)
+{
+    sc_fork_install();
+    return sc_next_register_atfork(prepare, parent, child, dso);
+}
+#endif

@@ -14,6 +14,8 @@
  *   thread's blocks with malloc, and frees them at thread exit and dlclose;
  * - threads whose key destructors allocate and free, in several rounds, and objects
  *   freed after the thread that allocated them has exited;
+ * - fork while threads allocate, with fork handlers that allocate registered by a library
+ *   (tests/atfork_alloc.c) whose constructor ran before the heap's;
  * - fork from a thread while others allocate, the child allocating and exec'ing a program
  *   under the same preload, and posix_spawn;
  * - memory from glibc's own allocator (__libc_malloc) measured, grown and freed through
@@ -23,6 +25,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -309,6 +312,16 @@ static void cxx_operators(void)
     delete_sized(q, 100);
 }
 
+/* tests/atfork_alloc.c: a library linked into this program registered fork handlers that
+ * allocate before the heap registered its own; forks under threads must not deadlock. */
+int atfork_alloc_check(int rounds, unsigned seconds);
+
+static void fork_runs_allocating_atfork_handlers(void)
+{
+    int r = atfork_alloc_check(30, 60);
+    CHECKF(r == 0, "%s (%d)", r == -SIGALRM ? "fork deadlocked" : r > 0 ? "a child failed" : "a handler did not run", r);
+}
+
 int main(int argc, char **argv)
 {
     libdir = argc > 1 ? argv[1] : ".";
@@ -321,6 +334,7 @@ int main(int argc, char **argv)
     RUN(realloc_shrink_grow);
     RUN(dlopen_tls);
     RUN(thread_exit_destructors);
+    RUN(fork_runs_allocating_atfork_handlers);
     RUN(fork_exec);
     RUN(foreign_pointers);
     RUN(cxx_operators);

@@ -1,10 +1,13 @@
 /* Unit tests of the C library's malloc family on the heap (alloc/export.c, linked into
  * this program as it is into the daemon): that libc's own callers reach it, fundamental
  * alignment, every alignment from 1 byte to 4 MiB through each aligned entry point, the
- * errors and errno of each function, realloc's corner cases, and overflow. */
+ * errors and errno of each function, realloc's corner cases, and overflow; and fork with
+ * fork handlers that allocate, registered by a library (tests/atfork_alloc.c) whose
+ * constructor ran before the heap's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "check.h"
@@ -166,6 +169,16 @@ static void realloc_corners(void)
     CHECK(malloc_usable_size(NULL) == 0);
 }
 
+/* tests/atfork_alloc.c: a library linked into this program registered fork handlers that
+ * allocate before the heap registered its own; forks under threads must not deadlock. */
+int atfork_alloc_check(int rounds, unsigned seconds);
+
+static void fork_runs_allocating_atfork_handlers(void)
+{
+    int r = atfork_alloc_check(30, 60);
+    CHECKF(r == 0, "%s (%d)", r == -SIGALRM ? "fork deadlocked" : r > 0 ? "a child failed" : "a handler did not run", r);
+}
+
 int main(void)
 {
     RUN(libc_callers_reach_the_heap);
@@ -173,5 +186,6 @@ int main(void)
     RUN(every_alignment);
     RUN(errors_and_errno);
     RUN(realloc_corners);
+    RUN(fork_runs_allocating_atfork_handlers);
     CHECK_DONE();
 }

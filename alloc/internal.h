@@ -30,7 +30,8 @@
  *   -> central.c (spans of exited threads) -> span.c -> pageheap.c, the floor, which
  *   calls nothing above it; fatal.c, foreign.c and valgrind.c are leaves everyone may call.
  *   scavenge.c, stats.c and fork.c sit on top and reach into several layers; export.c
- *   (the C library's malloc family) is built on the public API alone.
+ *   (the C library's malloc family) is built on the public API and fork.c's registration
+ *   of the fork handlers, which it makes the process's first.
  * - libscalloc.a is for linking into executables: its TLS is local-exec, one
  *   segment-relative access.  libscalloc.so (SC_SHARED, built -fPIC) is loaded with the
  *   program (LD_PRELOAD or DT_NEEDED), so its TLS is initial-exec: a static offset read

@@ -306,13 +306,15 @@ TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))
 test: $(BUILD)/.deps-test all
 endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/tiny/tests/test_alloc $(BUILD)/tiny/tests/test_stress
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/tiny/tests/test_alloc $(BUILD)/tiny/tests/test_stress \
+	  $(if $(SHARED_LIB),$(BUILD)/tiny/libscalloc.so)
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/checks CORO_CHECKS=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/checks/tests/test_coro
 	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
 
 # The drop-in under real programs alone (make test runs it too).
 test-preload: $(BUILD)/.deps-test all
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tiny TINY=1 $(BUILD)/tiny/libscalloc.so
 	@BUILD=$(BUILD) TESTS= E2E=tests/e2e_preload.sh tests/run.sh
 
 bench-alloc: $(BUILD)/.deps-bench all

@@ -320,24 +320,28 @@ void *sc_realloc(void *p, size_t n)
         sc_free(p);
         return NULL;
     }
-    size_t have = sc_usable_size(p);
+    size_t have = sc_usable_size(p);       /* aborts on a bad pointer */
+    sc_span *s = sc_span_lookup(p);
+    /* A pointer from another allocator (the drop-in's foreign.c) moves onto the heap. */
+    if (!s)
+        goto move;
     /* A large object that stays large: its span grows into the free pages after it or
      * gives its tail back, without a copy, where it can. */
     if (n > SC_MAX_SMALL && have > SC_MAX_SMALL && n <= ((size_t)1 << 46)) {
-        sc_span *s = sc_span_lookup(p);
         size_t npages = (n + SC_PAGE_SIZE - 1) >> SC_PAGE_SHIFT;
-        if (s && s->state == SC_SPAN_LARGE && (uintptr_t)p == s->base && !s->cached &&
+        if (s->state == SC_SPAN_LARGE && (uintptr_t)p == s->base && !s->cached &&
             (npages == s->npages || sc_heap_resize(s, npages)))
             return p;
     }
     /* Keep the object when the new size still takes the same class or page count, or is
      * tiny and still fits the tiny object (a tiny object stays one only for tiny sizes). */
-    if (SC_TINY && have < 16 && sc_span_lookup(p)->spanclass == SC_TINY_SPANS) {
+    if (SC_TINY && s->spanclass == SC_TINY_SPANS && s->state == SC_SPAN_SMALL) {
         if (n <= have && size_class(n) == SC_TINY_SLOT)
             return p;
     } else if (sc_roundup(n) == have && (n >= 16 || size_class(n) != SC_TINY_SLOT)) {
         return p;
     }
+move:;
     void *q = sc_malloc_generic(n);
     if (!q)
         return NULL;

@@ -1,7 +1,10 @@
 /* What a preloaded malloc meets in a real process, run by tests/e2e_preload.sh as
  * LD_PRELOAD=build/libscalloc.so build/tests/preload_corners DIR (DIR holds copies of
  * libpreload_tls.so).  Built against glibc alone, like any program: without the preload
- * the first test fails, and the others would test glibc.
+ * the first test fails, and the others would test glibc.  With --jemalloc, run as
+ * LD_PRELOAD="build/libscalloc.so libjemalloc.so.2", it tests pointers of another
+ * allocator whose usable size is below the heap's smallest object: jemalloc's, which
+ * the drop-in meets in programs that link jemalloc (h2load, redis-server).
  *
  * - the C library's allocation functions are scalloc's, from the first allocation on;
  * - memalign, posix_memalign and aligned_alloc with odd sizes and alignments (memalign
@@ -299,6 +302,26 @@ static void foreign_pointers(void)
     free(__libc_malloc(3000));                      /* straight back to glibc */
 }
 
+/* jemalloc's 8-byte objects (mallocx: jemalloc's own entry, so the pointer is jemalloc's
+ * whatever malloc is), grown and shrunk through the drop-in's realloc: onto the heap, the
+ * contents kept.  The tiny allocator's realloc once took them for tiny objects. */
+static void foreign_small_realloc(void)
+{
+    void *(*mallocx)(size_t, int) = (void *(*)(size_t, int))dlsym(RTLD_DEFAULT, "mallocx");
+    CHECKF(mallocx, "no jemalloc in the process (LD_PRELOAD=\"%s\")", getenv("LD_PRELOAD"));
+    for (size_t n = 1; n <= 24; n++) {
+        unsigned char *p = mallocx(8, 0);
+        CHECK(p && malloc_usable_size(p) == 8);
+        memset(p, 0x5a, 8);
+        uint64_t m0 = mallocs_now();
+        p = realloc(p, n);
+        CHECKF(p && mallocs_now() - m0 == 1 && malloc_usable_size(p) >= n, "realloc to %zu", n);
+        for (size_t i = 0; i < (n < 8 ? n : 8); i++)
+            CHECKF(p[i] == 0x5a, "realloc to %zu: byte %zu", n, i);
+        free(p);
+    }
+}
+
 static void cxx_operators(void)
 {
     void *(*new_)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
@@ -328,6 +351,10 @@ int main(int argc, char **argv)
     RUN(malloc_is_scalloc);
     if (!read_stats)
         return 1;
+    if (!strcmp(libdir, "--jemalloc")) {
+        RUN(foreign_small_realloc);
+        CHECK_DONE();
+    }
     RUN(aligned_odd_sizes);
     RUN(usable_size_is_usable);
     RUN(calloc_huge);

@@ -7,6 +7,7 @@
 # under the default and the TINY=1 build.  Sanitizer builds have no .so and skip all of it.
 #   python3   tests/preload/alloc.py         strings, dicts, JSON, regular expressions
 #   gcc       tests/preload/gen_c.py output  cc1 and as on a large file; objects identical
+#   C++       tests/preload/new_handler.cc   the new_handler through every form of new
 #   git       a clone of this repository     log -p, gc, fsck, log -p again
 #   perl      tests/preload/alloc.pl         hashes, sort, regular expressions
 #   sqlite3   tests/preload/workload.sql     CTE, index, joins, windows, VACUUM
@@ -70,6 +71,13 @@ $PY tests/preload/gen_c.py 300 > "$TMP/big.c"
 gcc -O2 -g -c "$TMP/big.c" -o "$TMP/big.plain.o" 2>"$TMP/gcc.err"
 pre gcc gcc -O2 -g -c "$TMP/big.c" -o "$TMP/big.pre.o" 2>>"$TMP/gcc.err"
 same gcc_large_file gcc "$TMP/big.plain.o" "$TMP/big.pre.o" cc1 20000
+
+# --- C++: the new_handler through every operator new the drop-in defines ---
+g++ -O2 -o "$TMP/new_handler" tests/preload/new_handler.cc 2>"$TMP/nh.err"
+"$TMP/new_handler" > "$TMP/nh.plain" 2>&1
+pre nh "$TMP/new_handler" > "$TMP/nh.pre" 2>&1
+if [ ! -x "$TMP/new_handler" ]; then fail cxx_new_handler "g++: $(head -3 "$TMP/nh.err")"
+else same cxx_new_handler nh "$TMP/nh.plain" "$TMP/nh.pre" new_handler 2; fi
 
 # --- git: a real history (this repository's, else one made here) ---
 REPO=$TMP/repo

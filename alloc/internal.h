@@ -11,10 +11,16 @@
  * - Free-list links are stored in the first word of a free object, XORed with a
  *   process-wide random key, and every list ends with span->end (one past the last
  *   object), never NULL.  A freed object's first word therefore decodes into its own
- *   span: that is how a double free is recognised without a per-object header.  For
- *   that, every object handed out starts with a word that decodes outside (0): a popped
- *   object's is cleared, and so is a bumped one's on pages that may hold old data; a
- *   free from another thread cannot search the owner's list and relies on it.
+ *   span: the owner's free tests that (one decode) and, only if it holds, searches the
+ *   span's lists before it calls the free a double free, since a live object's first
+ *   word may decode into its span too - by chance, whatever the program stores there.
+ *   So every object handed out starts with a word that decodes outside (0), to keep the
+ *   search off the fast path: a popped object's is cleared, and so is a bumped one's on
+ *   pages that may hold old data.  A free from another thread cannot search the owner's
+ *   lists, so it calls nothing a double free that is not one for certain (the object it
+ *   pushes is the one last pushed; a collected list longer than its span's objects):
+ *   a double free is reported exactly or not at all, and an ASan build (its quarantine
+ *   knows every freed object) reports every one.
  * - A fresh span is not threaded: objects past span->bump are handed out by bumping,
  *   so pages nobody asked for stay untouched (and, if they came clean, zero), and
  *   mul_limit only admits objects below the bump, so freeing one never handed out is

@@ -79,11 +79,14 @@ static uintptr_t link_read(void *p)
     return sc_link_load(p);
 }
 
+/* A list longer than the span's objects loops: an object was pushed twice, by a double
+ * free from another thread (which is not checked at the free: internal.h). */
 size_t sc_list_length(const sc_span *s, void *head)
 {
-    size_t n = 0;
+    size_t n = 0, most = s->limit / s->elemsize;
     for (void *p = head; (uintptr_t)p != s->end; p = sc_link_decode(s, link_read(p)))
-        n++;
+        if (++n > most)
+            sc_fatal("double free from another thread: a free list loops in the span of %p", (void *)s->base);
     return n;
 }
 

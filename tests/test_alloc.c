@@ -678,6 +678,100 @@ static void bad_frees_abort_in_child(void)
         CHECKF(child_aborts_as_announced(cases[i]), "case %u did not abort naming the address: %s", i, child_output);
 }
 
+/* A live object may hold anything in its first word - also, by chance, the very word a
+ * freed object would hold, a link to another object of its span under the heap's key.  Its
+ * free must not be taken for a double free, by its owner (which searches its lists) or by
+ * another thread (which cannot, and used to abort on the decode alone: a valid program
+ * killed at random).  Here the word is forged on purpose. */
+static void *remote_free(void *p)
+{
+    sc_free(p);
+    return NULL;
+}
+
+static void free_from_thread(void *p)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, remote_free, p);
+    pthread_join(t, NULL);
+}
+
+static void free_live_objects_that_look_freed(void)
+{
+    for (int remote = 0; remote < 2; remote++) {
+        uintptr_t *p = sc_malloc(48), *q = sc_malloc(48);
+        *p = (uintptr_t)q ^ sc_heap.key;             /* decodes to q, in its own span */
+        if (sc_span_of(p) != sc_span_of(q) || !sc_looks_freed(sc_span_of(p), p)) {
+            dprintf(2, "SETUP: %p does not look freed\n", (void *)p);
+            return;
+        }
+        if (remote)
+            free_from_thread(p);
+        else
+            sc_free(p);
+        sc_free(q);
+    }
+    /* The heap stays whole: the objects come back, once each. */
+    void *a = sc_malloc(48), *b = sc_malloc(48), *c = sc_malloc(48);
+    if (a != b && b != c && a != c)
+        dprintf(2, "FREED\n");
+}
+
+static void live_object_that_looks_freed(void)
+{
+    int sig = check_run_child(free_live_objects_that_look_freed, child_output, sizeof child_output);
+    CHECKF(!strstr(child_output, "SETUP"), "%s", child_output);
+    CHECKF(sig == 0 && strstr(child_output, "FREED"), "signal %d: %s", sig, child_output);
+}
+
+/* What a free from another thread can tell for certain: the object it is pushing is the one
+ * pushed last (a repeated free), or the owner collects a list that loops (p, q, p). */
+static void *remote_free_twice(void *p)
+{
+    sc_free(p);
+    sc_free(p);
+    return NULL;
+}
+static void do_remote_double_free(void)
+{
+    void *p = sc_malloc(48);
+    announce("double free", p);
+    pthread_t t;
+    pthread_create(&t, NULL, remote_free_twice, p);
+    pthread_join(t, NULL);
+}
+static void *remote_free_p_q_p(void *arg)
+{
+    void **pq = arg;
+    sc_free(pq[0]);
+    sc_free(pq[1]);
+    sc_free(pq[0]);
+    return NULL;
+}
+static void do_remote_double_free_looping(void)
+{
+    static void *pq[2];
+    pq[0] = sc_malloc(48);
+    pq[1] = sc_malloc(48);
+    sc_span *s = sc_span_of(pq[0]);
+    announce("a free list loops in the span", (void *)s->base);
+    pthread_t t;
+    pthread_create(&t, NULL, remote_free_p_q_p, pq);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 10000; i++)      /* past the span's objects: a refill collects */
+        sc_malloc(48);
+}
+
+static void remote_double_frees_abort_in_child(void)
+{
+    if (CHECK_ASAN) {
+        printf("# remote_double_frees_abort_in_child: ASan's quarantine reports them first\n");
+        return;
+    }
+    CHECKF(child_aborts_as_announced(do_remote_double_free), "%s", child_output);
+    CHECKF(child_aborts_as_announced(do_remote_double_free_looping), "%s", child_output);
+}
+
 /* realloc of a large object that stays large: a shrink gives the tail back in place, and a
  * growth into free pages right after it takes them, without a copy. */
 static void realloc_large_in_place(void)
@@ -1360,6 +1454,8 @@ int main(void)
     RUN(large_objects_cached);
     RUN(growth_policy_matches_go);
     RUN(bad_frees_abort_in_child);
+    RUN(live_object_that_looks_freed);
+    RUN(remote_double_frees_abort_in_child);
     RUN(realloc_large_in_place);
     RUN(tiny_packing);
     RUN(tiny_blocks_come_back);

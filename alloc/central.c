@@ -22,13 +22,14 @@ static struct central central[SC_NSPANCLASS];
 
 static pthread_mutex_t *lock_of(unsigned spanclass) { return &locks[spanclass % NLOCKS]; }
 
+/* The heads are written under the lock and read before it by sc_central_adopt. */
 static void list_push(sc_span **head, sc_span *s)
 {
     s->prev = NULL;
     s->next = *head;
     if (*head)
         (*head)->prev = s;
-    *head = s;
+    __atomic_store_n(head, s, __ATOMIC_RELAXED);
 }
 
 static void list_remove(sc_span **head, sc_span *s)
@@ -36,7 +37,7 @@ static void list_remove(sc_span **head, sc_span *s)
     if (s->prev)
         s->prev->next = s->next;
     else
-        *head = s->next;
+        __atomic_store_n(head, s->next, __ATOMIC_RELAXED);
     if (s->next)
         s->next->prev = s->prev;
     s->next = s->prev = NULL;
@@ -69,6 +70,10 @@ sc_span *sc_central_adopt(unsigned spanclass)
 {
     struct central *c = &central[spanclass];
     pthread_mutex_t *lock = lock_of(spanclass);
+    /* Most refills find nothing here: look before taking the lock (a span abandoned just
+     * now waits for the next refill). */
+    if (!__atomic_load_n(&c->partial, __ATOMIC_RELAXED))
+        return NULL;
     pthread_mutex_lock(lock);
     sc_span *s = c->partial;
     if (s) {

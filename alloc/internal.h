@@ -189,6 +189,14 @@ struct sc_cache {
     /* Frees this thread pushed onto other threads' spans, by span class. */
     uint64_t nremote[SC_NSPANCLASS];
     sc_span *others[SC_NSPANCLASS];   /* owned, not current; circular, head first */
+    uint32_t nothers[SC_NSPANCLASS];  /* spans in others[] */
+    /* Empty one-page spans, by class, for the next span of any class of one page (cache.c);
+     * a bit per class whose list is not empty. */
+    sc_span *pool[SC_NCLASS];
+    uint64_t pool_bits[2];
+    size_t pool_pages;
+    unsigned last_refill;             /* the span class of the last refill */
+    unsigned carve;                   /* spans to carve at once for it from the pool */
     sc_span *large[SC_LARGE_CACHE];   /* cached large spans, oldest first */
     unsigned nlarge;
     struct sc_large_counts large_counts;
@@ -380,6 +388,7 @@ bool sc_heap_resize(sc_span *s, size_t npages) SC_HIDDEN;
 uint64_t sc_heap_tick_now(void) SC_HIDDEN;
 sc_span *sc_span_lookup(const void *p) SC_HIDDEN;
 void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPANCLASS]) SC_HIDDEN;
+void sc_heap_retire_counts(sc_span *chain) SC_HIDDEN;
 void sc_heap_release_free(void) SC_HIDDEN;
 /* span.c */
 void sc_span_init_small(sc_span *s) SC_HIDDEN;

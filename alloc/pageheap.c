@@ -1,7 +1,7 @@
 /* The page heap (Go's mheap): hands out runs of 8 KiB pages and takes them back.
  *
  * One large region of address space is reserved at start (MAP_NORESERVE, so it costs
- * nothing until touched) and taken into use in 64 MiB steps; a single reservation lets
+ * nothing until touched) and taken into use in 2 MiB steps; a single reservation lets
  * the page map be one flat array indexed by page number, which keeps sc_free's lookup to
  * a subtraction, a shift and a load.  Free runs are kept in lists by length (exact up to
  * 128 pages, one list above) and coalesce with their neighbours on free; the page map
@@ -63,7 +63,10 @@
 
 #include "internal.h"
 
-#define GROW_PAGES ((size_t)(64u << 20) >> SC_PAGE_SHIFT)
+/* Small steps: taking pages into use writes their page map entries (8 bytes per page), and
+ * those are resident from then on - 64 KiB for a 64 MiB step, a tenth of the RSS of a
+ * small program (bench_workloads glibc-simple peaks at 5.5 MiB). */
+#define GROW_PAGES ((size_t)(2u << 20) >> SC_PAGE_SHIFT)
 #define EXACT_RUNS 128
 #define MAX_ARENA ((size_t)64 << 30)
 #define MIN_ARENA ((size_t)1 << 30)
@@ -551,11 +554,28 @@ void sc_heap_sum_counts(uint64_t nalloc[SC_NSPANCLASS], uint64_t nfreed[SC_NSPAN
         }
         if (s->state == SC_SPAN_SMALL) {
             /* nfreed first: read the other way round, a free between the loads could
-             * make a span look to have freed more than it allocated. */
-            nfreed[s->spanclass] += __atomic_load_n(&s->nfreed, __ATOMIC_RELAXED);
-            nalloc[s->spanclass] += __atomic_load_n(&s->nalloc, __ATOMIC_RELAXED);
+             * make a span look to have freed more than it allocated.  A pooled span's
+             * owner may be carving it for another class (its counts are zero). */
+            unsigned sc = __atomic_load_n(&s->spanclass, __ATOMIC_RELAXED);
+            nfreed[sc] += __atomic_load_n(&s->nfreed, __ATOMIC_RELAXED);
+            nalloc[sc] += __atomic_load_n(&s->nalloc, __ATOMIC_RELAXED);
         }
         i += s->npages;
+    }
+    pthread_mutex_unlock(&sc_heap.lock);
+}
+
+/* The counts of empty spans a thread keeps for spans of other classes (cache.c), a chain
+ * through next: added to those of spans gone, and cleared, under the lock the statistics
+ * read them under, so that no snapshot counts them twice or not at all. */
+void sc_heap_retire_counts(sc_span *chain)
+{
+    pthread_mutex_lock(&sc_heap.lock);
+    for (sc_span *s = chain; s; s = s->next) {
+        sc_heap.gone_nalloc[s->spanclass] += s->nalloc;
+        sc_heap.gone_nfreed[s->spanclass] += s->nfreed;
+        __atomic_store_n(&s->nalloc, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->nfreed, 0, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&sc_heap.lock);
 }
@@ -593,7 +613,7 @@ void sc_read_residency(struct sc_residency *out)
         bool large = s->state == SC_SPAN_LARGE;
         struct sc_class_residency *c = s->state == SC_SPAN_FREE ? &out->idle
                                        : s->stack             ? &out->stacks
-                                                              : &out->by_class[large ? 0 : SC_SPANCLASS_CLASS(s->spanclass)];
+                                                              : &out->by_class[large ? 0 : SC_SPANCLASS_CLASS(__atomic_load_n(&s->spanclass, __ATOMIC_RELAXED))];
         uint64_t live = s->state == SC_SPAN_FREE ? 0 : large ? !s->cached : sc_span_live(s);
         c->spans++;
         c->bytes += bytes;

@@ -8,7 +8,8 @@
 # Workloads (bench/bench_workloads.c): larson, xmalloc-test, cache-scratch, glibc-simple,
 # mstress; programs: python3 on tests/preload/alloc.py, gcc -O2 on a generated file
 # (tests/preload/gen_c.py), redis-server driven by redis-benchmark (ops/s; the server's
-# peak RSS).  Every figure is the median of 5 runs, and the runs are interleaved: round
+# peak RSS), and a threaded python3 job (tests/preload/threads.py); python3 runs with
+# PYTHONHASHSEED=0, as its string hashes, and so its dicts' sizes, change from run to run.  Every figure is the median of 5 runs, and the runs are interleaved: round
 # after round, each workload under every allocator in turn (the order rotating), so a
 # slow spell of a shared machine lands on all of them.  Time is wall-clock; RSS is the
 # peak (getrusage's ru_maxrss of the process, VmHWM of redis-server).  --quick: one round
@@ -69,8 +70,8 @@ measure() {
     cache-scratch) line=$(LD_PRELOAD=$pre "$W" cache-scratch 2 "${S[2]}") ;;
     glibc-simple) line=$(LD_PRELOAD=$pre "$W" glibc-simple 1 "${S[3]}") ;;
     mstress) line=$(LD_PRELOAD=$pre "$W" mstress 2 "${S[4]}") ;;
-    python3) line=$("$W" run env LD_PRELOAD="$pre" $PY tests/preload/alloc.py "${S[5]}" 2>&1 >/dev/null) ;;
-    python3-threads) line=$("$W" run env LD_PRELOAD="$pre" $PY tests/preload/threads.py "${S[8]}" 2>&1 >/dev/null) ;;
+    python3) line=$("$W" run env PYTHONHASHSEED=0 LD_PRELOAD="$pre" $PY tests/preload/alloc.py "${S[5]}" 2>&1 >/dev/null) ;;
+    python3-threads) line=$("$W" run env PYTHONHASHSEED=0 LD_PRELOAD="$pre" $PY tests/preload/threads.py "${S[8]}" 2>&1 >/dev/null) ;;
     gcc) line=$("$W" run env LD_PRELOAD="$pre" gcc -O2 -c "$TMP/big.c" -o "$TMP/big.o" 2>&1 >/dev/null) ;;
     redis) measure_redis "$pre"; return ;;
   esac

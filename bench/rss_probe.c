@@ -146,6 +146,11 @@ __attribute__((destructor)) static void probe_report(void)
     }
     fprintf(f, "| all small | | %llu | | %.2f | %.2f | %llu | %.2f |\n", (unsigned long long)spans, mib(live), mib(freein),
             (unsigned long long)nempty, mib(empty));
+    /* The spans' counts take a free from another thread for one once the owner collects it;
+     * the statistics as soon as it is pushed. */
+    uint64_t small_alloc = snap_stats.heap_alloc - snap_stats.large_alloc;
+    fprintf(f, "of the live: %.2f MiB freed by other threads, not yet collected by the spans' owners (objects live: %llu)\n",
+            mib(live > small_alloc ? live - small_alloc : 0), (unsigned long long)(snap_stats.mallocs - snap_stats.frees));
     const struct sc_class_residency *l = &snap.by_class[0], *idle = &snap.idle;
     fprintf(f, "large objects: %llu live, %.2f MiB resident; %llu freed and kept by threads, %.2f MiB resident\n",
             (unsigned long long)l->objects, mib(l->resident - l->empty_resident), (unsigned long long)l->empty_spans,

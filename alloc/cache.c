@@ -7,7 +7,8 @@
  * fast path however many spans they spread over.  When the current span runs dry,
  * refill looks, in order, at its remote frees, a few of the thread's other spans
  * (oldest first, rotating full ones to the back), a central span abandoned by an
- * exited thread, and finally fresh pages.  Empty spans go back to the page heap when the
+ * exited thread, the thread's pool of empty one-page spans of any class (below), and
+ * finally fresh pages.  Empty spans go back to the page heap when the
  * cache is trimmed (sc_scavenge asks every cache), and when the thread keeps taking fresh
  * pages: once it has taken more than max(TRIM_MIN_PAGES, 1/TRIM_FRACTION of the pages it
  * owns) since its last trim, it first gives back all its empty spans, so that a program
@@ -17,10 +18,11 @@
  * without fresh pages never walks.  It also runs at most once per page-heap tick (1 ms,
  * read from the coarse clock: in effect once per step of that clock, 4 ms here; pageheap.c):
  * a program that cycles through its sizes faster than that would otherwise send each span
- * to the page heap and take it back once a cycle - for glibc's bench-malloc-simple (bench_workloads glibc-simple 1 10, a
- * cycle of eight sizes every 0.1 ms) that lowered the peak RSS from 7.2 to 5.5 MiB but took
- * 1.15 s instead of 0.61 (medians of 5 interleaved runs).
- * (Refill itself reuses an empty span of the class it needs when it meets one.)
+ * to the page heap and take it back once a cycle - for glibc's bench-malloc-simple
+ * (bench_workloads glibc-simple 1 10, a cycle of eight sizes every 0.1 ms) that lowered the
+ * peak RSS from 7.2 to 5.5 MiB but took 1.15 s instead of 0.61 (medians of 5 interleaved
+ * runs); the pool does it within the thread, without the page heap.  (Refill itself reuses
+ * an empty span of the class it needs when it meets one.)
  * The cache also keeps the thread's last few freed large objects (SC_LARGE_CACHE), given
  * back on trim and at exit.  The cache itself is static TLS, so the fast path reaches it
  * with one segment-relative load and needs no initialisation check: an unused slot
@@ -37,7 +39,6 @@
 
 sc_span sc_empty_span;
 __thread sc_cache sc_tls SC_TLS = {
-    .tiny_off = 16,
     .cur = { [0 ... SC_NSPANCLASS - 1] = &sc_empty_span },
 };
 
@@ -45,7 +46,6 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static sc_cache *registry;
 static uint64_t exited_nremote[SC_NSPANCLASS];
 static struct sc_large_counts exited_large;
-static uint64_t exited_tiny[2];      /* tiny objects allocated, freed */
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static _Atomic unsigned trim_epoch;
@@ -130,7 +130,6 @@ static void cache_flush(sc_cache *c)
 {
     pool_release(c);
     c->owned_pages = c->fresh_pages = 0;
-    sc_tiny_retire(c);
     while (c->nlarge)
         large_release_oldest(c);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++) {
@@ -157,10 +156,6 @@ static void retire_counts(sc_cache *c)
     exited_large.alloc_bytes += c->large_counts.alloc_bytes;
     exited_large.free_bytes += c->large_counts.free_bytes;
     memset(&c->large_counts, 0, sizeof c->large_counts);
-    exited_tiny[0] += c->tiny_allocs;
-    exited_tiny[1] += c->tiny_frees;
-    __atomic_store_n(&c->tiny_allocs, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->tiny_frees, 0, __ATOMIC_RELAXED);
 }
 
 /* Under registry_lock. */
@@ -191,14 +186,6 @@ void sc_cache_count_gone(unsigned spanclass)
 {
     pthread_mutex_lock(&registry_lock);
     exited_nremote[spanclass]++;
-    pthread_mutex_unlock(&registry_lock);
-}
-
-/* A tiny object freed by a thread whose cache is gone. */
-void sc_cache_count_tiny_gone(void)
-{
-    pthread_mutex_lock(&registry_lock);
-    exited_tiny[1]++;
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -249,7 +236,7 @@ static sc_span *fresh_span(unsigned sc)
     if (!s)
         return NULL;
     sc_span_init_small(s);
-    atomic_store_explicit(&s->owner, sc_owner_tag(sc), memory_order_relaxed);
+    atomic_store_explicit(&s->owner, sc_thread_id(), memory_order_relaxed);
     return s;
 }
 
@@ -384,7 +371,7 @@ static void pool_class_left(sc_cache *c, unsigned last)
 }
 
 /* The thread's spans without live objects, out of cur[] and others[], as a chain; the rest
- * stay, in their order.  A tiny block in use counts as a live object of its span. */
+ * stay, in their order. */
 static sc_span *take_empty_spans(sc_cache *c)
 {
     sc_span *chain = NULL;
@@ -428,7 +415,6 @@ static void free_spans(sc_cache *c, sc_span *chain)
 
 void sc_cache_trim(sc_cache *c)
 {
-    sc_tiny_retire(c);
     while (c->nlarge)
         large_release_oldest(c);
     free_spans(c, take_empty_spans(c));
@@ -550,17 +536,13 @@ void sc_trim_all_caches(void)
     }
 }
 
-void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large, uint64_t tiny[2])
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large)
 {
     pthread_mutex_lock(&registry_lock);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] = exited_nremote[sc];
     *large = exited_large;
-    tiny[0] = exited_tiny[0];
-    tiny[1] = exited_tiny[1];
     for (sc_cache *c = registry; c; c = c->reg_next) {
-        tiny[0] += __atomic_load_n(&c->tiny_allocs, __ATOMIC_RELAXED);
-        tiny[1] += __atomic_load_n(&c->tiny_frees, __ATOMIC_RELAXED);
         for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
             nremote[sc] += __atomic_load_n(&c->nremote[sc], __ATOMIC_RELAXED);
         large->mallocs += __atomic_load_n(&c->large_counts.mallocs, __ATOMIC_RELAXED);

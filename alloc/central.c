@@ -78,7 +78,7 @@ sc_span *sc_central_adopt(unsigned spanclass)
     sc_span *s = c->partial;
     if (s) {
         list_remove(&c->partial, s);
-        atomic_store_explicit(&s->owner, sc_owner_tag(spanclass), memory_order_relaxed);
+        atomic_store_explicit(&s->owner, sc_thread_id(), memory_order_relaxed);
         atomic_store_explicit(&s->thread_free, 0, memory_order_release);
     }
     pthread_mutex_unlock(lock);

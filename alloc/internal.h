@@ -115,20 +115,11 @@
 #endif
 
 /* A span class is a size class and whether the span holds coroutine stacks; heap span
- * classes equal their size class, so the malloc path indexes with the class itself.  Two
- * more serve the tiny allocator (tiny.c): SC_TINY_SPANS, spans of 16-byte blocks that
- * hold tiny objects, and SC_TINY_SLOT, the value the size table gives a tiny size, whose
- * current span is always the empty one, so the generic malloc path reaches the tiny
- * allocator through its refill branch and pays nothing for it on other sizes. */
-#define SC_TINY_SPANS (SC_NCLASS * 2)
-#define SC_TINY_SLOT (SC_NCLASS * 2 + 1)
-#define SC_NSPANCLASS (SC_NCLASS * 2 + 2)
+ * classes equal their size class, so the malloc path indexes with the class itself. */
+#define SC_NSPANCLASS (SC_NCLASS * 2)
 #define SC_SPANCLASS(cls, stack) ((unsigned)(cls) + ((stack) ? SC_NCLASS : 0u))
-#define SC_SPANCLASS_CLASS(sc) ((sc) >= SC_TINY_SPANS ? 2u : (sc) % SC_NCLASS)
-#define SC_SPANCLASS_STACK(sc) ((sc) >= SC_NCLASS && (sc) < SC_TINY_SPANS)
-#if SC_TINY && SC_ASAN
-#error "the tiny allocator is off in ASan builds (the Makefile sets SC_TINY 0 with SAN)"
-#endif
+#define SC_SPANCLASS_CLASS(sc) ((sc) % SC_NCLASS)
+#define SC_SPANCLASS_STACK(sc) ((sc) >= SC_NCLASS)
 
 #define SC_TF_ABANDONED ((uintptr_t)1)
 
@@ -180,11 +171,6 @@ struct sc_large_counts {
 
 typedef struct sc_cache sc_cache;
 struct sc_cache {
-    /* The tiny allocator's current block and the offset of its next free byte; 16 (more
-     * than a block holds) when there is none, so the fast path's one bounds test fails. */
-    char *tiny;
-    unsigned tiny_off;
-    uint64_t tiny_allocs, tiny_frees;  /* tiny objects this thread allocated and freed */
     sc_span *cur[SC_NSPANCLASS];
     /* Frees this thread pushed onto other threads' spans, by span class. */
     uint64_t nremote[SC_NSPANCLASS];
@@ -300,14 +286,6 @@ static inline bool sc_owned_here(const sc_span *s)
 #endif
 }
 
-/* What a span's owner field holds when this thread owns it: its id, with the low bit set
- * for tiny spans (thread ids are aligned), so the free fast path's ownership test fails for
- * every tiny object and sends it to the slow path, which knows the block's bitmap. */
-static inline uintptr_t sc_owner_tag(unsigned spanclass)
-{
-    return sc_thread_id() | (SC_TINY && spanclass == SC_TINY_SPANS);
-}
-
 /* NULL outside the grown heap; inside it never NULL (pages in no span map to a FREE
  * span nobody owns). */
 static inline sc_span *sc_span_of(const void *p)
@@ -407,19 +385,12 @@ void *sc_cache_refill(size_t spanclass, bool *zeroed) SC_HIDDEN __attribute__((c
 void sc_cache_trim(sc_cache *c) SC_HIDDEN;
 bool sc_cache_use(sc_cache *c) SC_HIDDEN;
 void sc_cache_count_gone(unsigned spanclass) SC_HIDDEN;
-void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large, uint64_t tiny[2]) SC_HIDDEN;
-void sc_cache_count_tiny_gone(void) SC_HIDDEN;
-/* tiny.c */
-void *sc_tiny_malloc(size_t n) SC_HIDDEN;
-void sc_tiny_free(void *p, sc_span *s) SC_HIDDEN;
-size_t sc_tiny_usable(const void *p) SC_HIDDEN;
-void sc_tiny_retire(sc_cache *c) SC_HIDDEN;
+void sc_cache_sum(uint64_t nremote[SC_NSPANCLASS], struct sc_large_counts *large) SC_HIDDEN;
 void *sc_cache_large_get(size_t npages) SC_HIDDEN;
 bool sc_cache_large_put(sc_span *s) SC_HIDDEN;
 void sc_trim_all_caches(void) SC_HIDDEN;
 /* malloc.c */
 void sc_free_slow(void *p, sc_span *s) SC_HIDDEN;
-void sc_free_block(void *block, sc_span *s) SC_HIDDEN;
 sc_span *sc_check_free(void *p, sc_span *s) SC_HIDDEN;
 void sc_free_now(void *p) SC_HIDDEN;                     /* ASan builds: sc_free is quarantine.c's */
 /* quarantine.c (ASan builds) */

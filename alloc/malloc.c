@@ -17,52 +17,29 @@
 /* At start, so that no allocation is ever inside pthread_atfork when it is called. */
 __attribute__((constructor)) static void install_fork_handlers(void) { sc_fork_install(); }
 
-/* The refill branch is also where the tiny sizes' slot (whose current span is always
- * empty) leads: n is known there, so the tiny allocator costs the other sizes nothing on
- * the fast path, and a compare on the refill path. */
-static inline __attribute__((always_inline)) void *alloc_small(size_t sc, size_t n)
+static inline __attribute__((always_inline)) void *alloc_small(size_t sc)
 {
     sc_span *s = sc_tls.cur[sc];
     if (SC_UNLIKELY((uintptr_t)s->free == s->end))
-        return SC_TINY && sc == SC_TINY_SLOT ? sc_tiny_malloc(n) : sc_cache_refill(sc, NULL);
+        return sc_cache_refill(sc, NULL);
     return sc_span_pop(s);
 }
 
 #define SPECIALIZED(cls, size, prev) \
-    void *sc_malloc_##size(void) { return alloc_small(SC_SPANCLASS(cls, 0), size); }
+    void *sc_malloc_##size(void) { return alloc_small(SC_SPANCLASS(cls, 0)); }
 SC_FOREACH_SPECIALIZED(SPECIALIZED)
 #undef SPECIALIZED
 
 static void *malloc_zero(void) { return sc_malloc_generic(0); }
 
-/* The tiny entries override the class ranges they fall in. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Woverride-init"
-#ifdef __clang__
-#pragma GCC diagnostic ignored "-Winitializer-overrides"
-#endif
 void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void) = {
     [0] = malloc_zero,
 #define SPECIALIZED(cls, size, prev) [(prev) + 1 ... (size)] = sc_malloc_##size,
     SC_FOREACH_SPECIALIZED(SPECIALIZED)
 #undef SPECIALIZED
-#if SC_TINY
-#define TINY_ENTRY(n) [n] = sc_malloc_tiny_##n,
-    SC_FOREACH_TINY(TINY_ENTRY)
-#undef TINY_ENTRY
-#endif
 };
-#pragma GCC diagnostic pop
 
-/* The malloc paths' lookup: a class, or SC_TINY_SLOT for a tiny size. */
 static size_t size_class(size_t n) { return sc_size_to_class[n]; }
-
-/* The class an object of n bytes takes when it is not tiny (rounding, alignment, stacks). */
-static size_t class_of(size_t n)
-{
-    size_t cls = sc_size_to_class[n];
-    return SC_TINY && cls == SC_TINY_SLOT ? (n <= 8 ? 1 : 2) : cls;
-}
 
 /* Whole pages, at an address that is a multiple of align (a power of two; a page or less
  * is any page).  Inlined into its two callers, so that the common one (alloc_large) has
@@ -97,7 +74,7 @@ static __attribute__((noinline)) void *alloc_large(size_t n, bool zero, bool sta
 void *sc_malloc_generic(size_t n)
 {
     if (SC_LIKELY(n <= SC_MAX_SMALL))
-        return alloc_small(size_class(n), n);
+        return alloc_small(size_class(n));
     return alloc_large(n, false, false);
 }
 
@@ -133,7 +110,7 @@ static void free_large(sc_span *s, void *p)
 
 static void free_remote(sc_cache *c, sc_span *s, void *p)
 {
-    uintptr_t me = sc_owner_tag(__atomic_load_n(&s->spanclass, __ATOMIC_RELAXED));
+    uintptr_t me = sc_thread_id();
     bool counted_here = SC_LIKELY(c->state == SC_CACHE_LIVE) || sc_cache_use(c);
     /* Read while p is live: once p is pushed the owner may collect it, give the empty
      * span back and reuse the struct for another class. */
@@ -172,10 +149,6 @@ void sc_free_slow(void *p, sc_span *s)
         return;
     if (!s && !(s = sc_span_lookup(p)) && sc_foreign_free(p))
         return;
-    if (SC_TINY && s && s->spanclass == SC_TINY_SPANS && s->state == SC_SPAN_SMALL) {
-        sc_tiny_free(p, s);
-        return;
-    }
     s = check_free(p, s);
     if (s->state == SC_SPAN_LARGE) {
         free_large(s, p);
@@ -203,16 +176,6 @@ void sc_free_slow(void *p, sc_span *s)
     free_remote(c, s, p);
 }
 
-/* A tiny block whose last object is gone (tiny.c): back to its span, the owner's way or
- * another thread's.  Its bitmap guarantees it was given back once. */
-void sc_free_block(void *block, sc_span *s)
-{
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == sc_owner_tag(SC_TINY_SPANS))
-        sc_span_push(s, block);
-    else
-        free_remote(&sc_tls, s, block);
-}
-
 /* In ASan builds sc_free is the quarantine's (quarantine.c), which frees here later. */
 #if SC_ASAN
 #define FREE_NOW sc_free_now
@@ -227,16 +190,7 @@ void FREE_NOW(void *p)
     if (SC_UNLIKELY(!sc_page_is_fast(page)))
         goto slow;            /* NULL, not ours, or valgrind */
     s = sc_heap.pagemap[page];
-    if (SC_UNLIKELY(!sc_owned_here(s))) {
-        /* Tiny objects fail the test above by design (sc_owner_tag).  A span freed to the
-         * page heap has mul_limit 0, so one that was tiny rejects the pointer there. */
-        if (SC_TINY && s->spanclass == SC_TINY_SPANS) {
-            sc_tiny_free(p, s);
-            return;
-        }
-        goto slow;
-    }
-    if (SC_UNLIKELY(!sc_span_is_object_start(s, p) || sc_looks_freed(s, p)))
+    if (SC_UNLIKELY(!sc_owned_here(s) || !sc_span_is_object_start(s, p) || sc_looks_freed(s, p)))
         goto slow;
     sc_span_push(s, p);
     return;
@@ -258,9 +212,7 @@ void *sc_calloc(size_t count, size_t n)
     unsigned sc = SC_SPANCLASS(size_class(bytes), 0);
     sc_span *s = sc_tls.cur[sc];
     bool zeroed = false;
-    void *p = (uintptr_t)s->free != s->end           ? sc_span_pop(s)
-              : SC_TINY && sc == SC_TINY_SLOT       ? sc_tiny_malloc(bytes)
-                                                    : sc_cache_refill(sc, &zeroed);
+    void *p = (uintptr_t)s->free != s->end ? sc_span_pop(s) : sc_cache_refill(sc, &zeroed);
     if (p && !zeroed)
         memset(p, 0, bytes);
     return p;
@@ -278,9 +230,9 @@ void *sc_aligned_alloc(size_t align, size_t n)
         return NULL;
     }
     if (n <= SC_MAX_SMALL && align <= SC_PAGE_SIZE) {
-        for (size_t cls = class_of(n);; cls++)
+        for (size_t cls = size_class(n);; cls++)
             if (sc_class_size[cls] % align == 0)
-                return alloc_small(SC_SPANCLASS(cls, 0), n);
+                return alloc_small(SC_SPANCLASS(cls, 0));
     }
     return alloc_pages(n, align, false, false);
 }
@@ -297,17 +249,13 @@ size_t sc_usable_size(const void *p)
         sc_fatal("sc_usable_size(%p): not a pointer this heap returned", p);
     if (s->state == SC_SPAN_LARGE)
         return (size_t)s->npages << SC_PAGE_SHIFT;
-    if (SC_TINY && s->spanclass == SC_TINY_SPANS)
-        return sc_tiny_usable(p);
     return s->elemsize;
 }
 
-/* A tiny request's block is shared, so what it "really takes" is its class's size, the
- * most it could cost. */
 size_t sc_roundup(size_t n)
 {
     if (n <= SC_MAX_SMALL)
-        return sc_class_size[class_of(n)];
+        return sc_class_size[size_class(n)];
     if (n > SIZE_MAX - SC_PAGE_SIZE)
         return n;
     return (n + SC_PAGE_SIZE - 1) & ~(size_t)(SC_PAGE_SIZE - 1);
@@ -334,14 +282,9 @@ void *sc_realloc(void *p, size_t n)
             (npages == s->npages || sc_heap_resize(s, npages)))
             return p;
     }
-    /* Keep the object when the new size still takes the same class or page count, or is
-     * tiny and still fits the tiny object (a tiny object stays one only for tiny sizes). */
-    if (SC_TINY && s->spanclass == SC_TINY_SPANS && s->state == SC_SPAN_SMALL) {
-        if (n <= have && size_class(n) == SC_TINY_SLOT)
-            return p;
-    } else if (sc_roundup(n) == have && (n >= 16 || size_class(n) != SC_TINY_SLOT)) {
+    /* Keep the object when the new size still takes the same class or page count. */
+    if (sc_roundup(n) == have)
         return p;
-    }
 move:;
     void *q = sc_malloc_generic(n);
     if (!q)
@@ -354,7 +297,7 @@ move:;
 void *sc_stack_alloc(size_t n)
 {
     if (SC_LIKELY(n <= SC_MAX_SMALL))
-        return alloc_small(SC_SPANCLASS(class_of(n), 1), n);
+        return alloc_small(SC_SPANCLASS(size_class(n), 1));
     return alloc_large(n, false, true);
 }
 

@@ -9,15 +9,8 @@
  * Output (stdout), chosen by the first argument:
  *   tables       the class arrays, the size->class lookup table, the magic divisors used
  *                to check object boundaries, and an X-macro of the specialized classes;
- *                with a second argument "tiny", the lookup table sends the tiny sizes to
- *                the tiny allocator's slot (alloc/tiny.c) instead of a class;
- *   specialized  the public declarations of the specialized entry points, the
- *                compile-time dispatch that alloc/scalloc.h inlines, and the tiny sizes.
- *
- * The tiny sizes: 1..6 and 9..14 bytes.  A tiny block offers 14 bytes (its last two hold
- * the live bitmap), and malloc aligns an object of n bytes for any type of n bytes or
- * fewer (8 from 8 bytes up, 4 from 4, 2 from 2): 7 and 8 fit once per block, where the
- * 8-byte class holds them in 8; 15 and 16 do not fit at all. */
+ *   specialized  the public declarations of the specialized entry points and the
+ *                compile-time dispatch that alloc/scalloc.h inlines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -25,8 +18,6 @@
 
 enum { PAGE = 8192, MAX_SMALL = 32768, LARGE_STEP = 128,
        SPECIALIZED_MAX = 80, NCLASS_EXPECTED = 68 };
-
-#define TINY_MASK 0x7e7eu          /* bit n: size n is tiny */
 
 struct cls { int size, npages; };
 
@@ -43,26 +34,14 @@ static void print_specialized(const struct cls *c, int n)
     for (int i = 1; i < last; i++)
         printf(" \\\n    (n) <= %d ? sc_malloc_%d() :", c[i].size, c[i].size);
     printf(" \\\n    sc_malloc_%d())\n", c[last].size);
-    printf("/* Bit n set: a request of n bytes is tiny (packed into a shared 16-byte block). */\n");
-    printf("#define SC_TINY_MASK 0x%xu\n", TINY_MASK);
-    for (int i = 1; i < 16; i++)
-        if (TINY_MASK >> i & 1)
-            printf("void *sc_malloc_tiny_%d(void);\n", i);
-    printf("#define SC_TINY_DISPATCH(n) (");
-    for (int i = 1; i < 16; i++)
-        if (TINY_MASK >> i & 1)
-            printf(" \\\n    (n) == %d ? sc_malloc_tiny_%d() :", i, i);
-    printf(" \\\n    (void *)0)\n");
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3 || (strcmp(argv[1], "tables") && strcmp(argv[1], "specialized")) ||
-        (argc == 3 && strcmp(argv[2], "tiny"))) {
-        fprintf(stderr, "usage: mksizeclasses tables [tiny] | specialized\n");
+    if (argc != 2 || (strcmp(argv[1], "tables") && strcmp(argv[1], "specialized"))) {
+        fprintf(stderr, "usage: mksizeclasses tables | specialized\n");
         return 2;
     }
-    int tiny = argc == 3;
     struct cls c[128] = { { 0, 0 } };
     int n = 1, align = 8;
     for (int size = align; size <= MAX_SMALL; size += align) {
@@ -123,22 +102,15 @@ int main(int argc, char **argv)
      * (two instructions) and no second range test (Go keeps two tables of 8- and
      * 128-byte steps).  Only the lines of sizes a program asks for are ever touched. */
     int tall = MAX_SMALL + 1;
-    if (tiny)
-        printf("/* Tiny sizes map to SC_TINY_SLOT = 2 * SC_NCLASS + 1 (see alloc/internal.h). */\n");
     printf("static const uint8_t sc_size_to_class[%d] = {", tall);
     for (int i = 0, k = 1; i < tall; i++) {
         while (c[k].size < i) k++;
-        int v = tiny && i < 16 && (TINY_MASK >> i & 1) ? 2 * n + 1 : k;
-        printf("%s%d", i % 32 ? "," : (i ? ",\n" : "\n"), v);
+        printf("%s%d", i % 32 ? "," : (i ? ",\n" : "\n"), k);
     }
     printf("\n};\n\n/* X(class, size, previous class size) for every class of at most\n * SC_SPECIALIZED_MAX bytes. */\n");
     printf("#define SC_FOREACH_SPECIALIZED(X)");
     for (int i = 1; i < n && c[i].size <= SPECIALIZED_MAX; i++)
         printf(" \\\n    X(%d, %d, %d)", i, c[i].size, c[i - 1].size);
-    printf("\n\n/* X(size) for every tiny size. */\n#define SC_FOREACH_TINY(X)");
-    for (int i = 1; i < 16; i++)
-        if (TINY_MASK >> i & 1)
-            printf(" X(%d)", i);
     printf("\n");
     return 0;
 }

@@ -528,7 +528,6 @@ void sc_get_config(struct sc_config *out)
 {
     sc_heap_init();
     out->size_specialized = SC_SIZE_SPECIALIZED;
-    out->tiny = SC_TINY && !sc_heap.valgrind;
     out->page_size = SC_PAGE_SIZE;
     out->arena_bytes = sc_heap.reserved_pages << SC_PAGE_SHIFT;
     out->grow_bytes = GROW_PAGES << SC_PAGE_SHIFT;

@@ -57,19 +57,15 @@ __attribute__((destructor)) static void report_at_exit(void)
     if (!path || !*path)
         return;
     struct sc_stats st;
-    struct sc_tiny_stats tiny;
-    sc_read_tiny_stats(&tiny, &st);
+    sc_read_stats(&st);
     char name[32], line[512];
     comm(name, sizeof name);
     int n = snprintf(line, sizeof line,
                      "prog=%s\tpid=%d\tmallocs=%llu\tfrees=%llu\theap_alloc=%llu\theap_inuse=%llu\t"
-                     "heap_sys=%llu\tlarge_alloc=%llu\ttiny_allocs=%llu\ttiny_frees=%llu\ttiny_blocks=%llu\t"
-                     "tiny_block_allocs=%llu\thwm_kb=%ld\n",
+                     "heap_sys=%llu\tlarge_alloc=%llu\thwm_kb=%ld\n",
                      name, (int)getpid(), (unsigned long long)st.mallocs, (unsigned long long)st.frees,
                      (unsigned long long)st.heap_alloc, (unsigned long long)st.heap_inuse,
-                     (unsigned long long)st.heap_sys, (unsigned long long)st.large_alloc,
-                     (unsigned long long)tiny.allocs, (unsigned long long)tiny.frees,
-                     (unsigned long long)tiny.blocks, (unsigned long long)tiny.block_allocs, status_kb("VmHWM"));
+                     (unsigned long long)st.heap_sys, (unsigned long long)st.large_alloc, status_kb("VmHWM"));
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return;

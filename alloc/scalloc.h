@@ -9,10 +9,7 @@
  *
  * sc_malloc is inline so that a compile-time-constant size of 1..80 bytes calls the
  * function specialized for its class directly (Go 1.27's size-specialized malloc); a
- * library built with make SIZE_SPECIALIZED=0 takes the generic path.  A library built
- * with make TINY=1 packs requests of a few bytes (SC_TINY_MASK: 1..6 and 9..14) into
- * shared 16-byte blocks, as Go's tiny allocator does, each aligned for any type of its
- * size or smaller; it is off by default (the README says why).
+ * library built with make SIZE_SPECIALIZED=0 takes the generic path.
  * sc_config.h, generated and installed beside this header, says how the library was
  * built: users need no -D. */
 #ifndef SCALLOC_H
@@ -43,14 +40,6 @@ struct sc_stats {
     struct sc_class_stats by_class[SC_NUM_CLASSES];
 };
 
-/* The tiny allocator's own figures (make TINY=1; all 0 otherwise).  Kept apart from
- * struct sc_stats, which servers read on small coroutine stacks. */
-struct sc_tiny_stats {
-    uint64_t allocs, frees;        /* tiny objects (counted in sc_stats' mallocs and frees too) */
-    uint64_t blocks;               /* live 16-byte blocks holding them (in heap_alloc) */
-    uint64_t block_allocs;         /* blocks ever taken: allocs / block_allocs = objects per block */
-};
-
 /* Resident memory by span class (sc_read_residency): spans, their bytes, how many of
  * those are resident, and live objects (by the owners' counts; remote frees not yet
  * collected count as live); of those spans, how many hold no live object (a thread keeps
@@ -68,7 +57,6 @@ struct sc_residency {
 
 struct sc_config {
     int size_specialized;          /* how this library was built */
-    int tiny;                      /* requests of SC_TINY_MASK's sizes share 16-byte blocks */
     size_t page_size;
     size_t arena_bytes;            /* address space reserved for the heap */
     size_t grow_bytes;             /* how much the heap takes into use at a time */
@@ -92,8 +80,6 @@ void  sc_scavenge(void);
  * a buffer whose contents are dead for a while.  Those bytes read as zero afterwards. */
 void  sc_release_pages(void *p, size_t len);
 void  sc_read_stats(struct sc_stats *out);
-/* The tiny figures, and the rest into *st (if not NULL) from the same snapshot. */
-void  sc_read_tiny_stats(struct sc_tiny_stats *out, struct sc_stats *st);
 /* Walks every span and asks the kernel which pages are resident: for analysis. */
 void  sc_read_residency(struct sc_residency *out);
 /* Resident bytes of the whole heap, stacks included (one mincore over its address space:
@@ -107,17 +93,10 @@ void  sc_get_config(struct sc_config *out);
 /* Indexed by the requested size (0..80), like Go's mallocNoScanTable. */
 extern void *(*const sc_malloc_table[SC_SPECIALIZED_LIMIT + 1])(void);
 
-/* A tiny request of n bytes (sc_malloc of a constant tiny size calls sc_malloc_tiny_n). */
-void *sc_malloc_tiny(size_t n);
-
 static inline __attribute__((always_inline, malloc)) void *sc_malloc(size_t n)
 {
 #if SC_SIZE_SPECIALIZED
     if (__builtin_constant_p(n) && n >= 1 && n <= SC_SPECIALIZED_LIMIT) {
-#if SC_TINY
-        if (n < 16 && (SC_TINY_MASK >> n & 1))
-            return SC_TINY_DISPATCH(n);
-#endif
         return SC_SPECIALIZED_DISPATCH(n);
     }
     if (n - 1 < SC_SPECIALIZED_LIMIT)

@@ -12,7 +12,7 @@
  * coroutine's). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void read_stats(struct sc_stats *out, struct sc_tiny_stats *t)
+void sc_read_stats(struct sc_stats *out)
 {
     static uint64_t nalloc[SC_NSPANCLASS], nfreed[SC_NSPANCLASS], nremote[SC_NSPANCLASS];
     struct sc_large_counts cached;
@@ -21,8 +21,7 @@ static void read_stats(struct sc_stats *out, struct sc_tiny_stats *t)
     pthread_mutex_lock(&lock);
     /* Remote frees before the spans: one collected in between then counts once in
      * nfreed and not yet as pending, rather than twice. */
-    uint64_t tiny[2];
-    sc_cache_sum(nremote, &cached, tiny);
+    sc_cache_sum(nremote, &cached);
     for (unsigned sc = 0; sc < SC_NSPANCLASS; sc++)
         nremote[sc] -= atomic_load_explicit(&sc_remote_collected[sc], memory_order_relaxed);
 #if SC_ASAN
@@ -47,18 +46,6 @@ static void read_stats(struct sc_stats *out, struct sc_tiny_stats *t)
         out->frees += f;
         out->heap_alloc += (m - f) * sc_class_size[cls];
     }
-    /* Tiny objects count as objects (in the 16-byte class, their blocks'); the blocks they
-     * share count as heap bytes. */
-    uint64_t bm = nalloc[SC_TINY_SPANS], bf = nfreed[SC_TINY_SPANS] + nremote[SC_TINY_SPANS];
-    t->blocks = bm - (bf > bm ? bm : bf);
-    t->block_allocs = bm;
-    out->heap_alloc += t->blocks * sc_class_size[SC_SPANCLASS_CLASS(SC_TINY_SPANS)];
-    t->allocs = tiny[0];
-    t->frees = tiny[1] > tiny[0] ? tiny[0] : tiny[1];
-    out->mallocs += t->allocs;
-    out->frees += t->frees;
-    out->by_class[2].mallocs += t->allocs;     /* the class of their blocks */
-    out->by_class[2].frees += t->frees;
     pthread_mutex_unlock(&lock);
     pthread_mutex_lock(&sc_heap.lock);
     /* Large objects: the page heap's counts, and those the threads' caches served. */
@@ -74,18 +61,6 @@ static void read_stats(struct sc_stats *out, struct sc_tiny_stats *t)
     out->heap_released = (uint64_t)sc_heap.released_pages << SC_PAGE_SHIFT;
     out->heap_sys = (uint64_t)sc_heap.grown_pages << SC_PAGE_SHIFT;
     pthread_mutex_unlock(&sc_heap.lock);
-}
-
-void sc_read_stats(struct sc_stats *out)
-{
-    struct sc_tiny_stats t;
-    read_stats(out, &t);
-}
-
-void sc_read_tiny_stats(struct sc_tiny_stats *out, struct sc_stats *st)
-{
-    struct sc_stats mine;
-    read_stats(st ? st : &mine, out);
 }
 
 /* fork.c */

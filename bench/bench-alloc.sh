@@ -44,7 +44,6 @@ for p in $PEERS; do cg "$p" "$ON" "$p"; done
 
 echo "RSS per object..." >&2
 "$ON" rss $PEERS >> "$RAW"
-[ -x "$BUILD/tiny/bench/bench_alloc" ] && "$BUILD/tiny/bench/bench_alloc" rss | sed 's/^rss\tsc\t/rss\tsc-tiny\t/' >> "$RAW"
 [ -n "$JEMALLOC" ] && LD_PRELOAD=$JEMALLOC "$ON" rss jemalloc | grep -P '^rss\tjemalloc' >> "$RAW"
 echo "growth (step $STEP)..." >&2
 "$ON" growth "$STEP" >> "$RAW"
@@ -69,7 +68,7 @@ $1 == "instr" {
   if ($2 == "empty-loop") { empty = $6 / $5; next }
   ins[$2, $3, $4] = $6 / $5; seen[$2] = 1
 }
-$1 == "rss" { rss[$2, $3] = $4; pb[$2, $3] = $5; seen[$2] = 1 }
+$1 == "rss" { rss[$2, $3] = $4; seen[$2] = 1 }
 $1 == "growth" { g[++ng] = $0 }
 END {
   n = split("sc-on sc-off glibc jemalloc mimalloc tcmalloc", order, " ")
@@ -97,13 +96,11 @@ END {
   onoff("pair", "**Size-specialized malloc, on vs off (seed 003), malloc+free pair**")
   onoff("malloc", "**Size-specialized malloc, on vs off: the malloc alone (the mallocs of the batches, frees not counted)**")
   printf "\n`.text` of build/h2park: %d bytes with size-specialized malloc, %d without (%+d bytes, %+.2f%%).\n", text_on, text_off, text_on - text_off, 100 * (text_on - text_off) / text_off
-  print "\n**RSS per live object, 1,000,000 objects** (sc-tiny: built with `make TINY=1`; in brackets, tiny objects per 16-byte block)\n"
+  print "\n**RSS per live object, 1,000,000 objects**\n"
   print "| allocator | 24 B | 100 B | 4 B | 1..15 B in turn |"; print "|---|---:|---:|---:|---:|"
-  m = split("sc sc-tiny glibc jemalloc mimalloc tcmalloc", ra, " ")
-  for (i = 1; i <= m; i++) if (rss[ra[i], 24] != "") {
-    t4 = pb[ra[i], 4] > 0 ? sprintf(" (%.1f)", pb[ra[i], 4]) : ""; tm = pb[ra[i], "1-15"] > 0 ? sprintf(" (%.2f)", pb[ra[i], "1-15"]) : ""
-    printf "| %s | %.2f | %.2f | %.2f%s | %.2f%s |\n", ra[i], rss[ra[i], 24], rss[ra[i], 100], rss[ra[i], 4], t4, rss[ra[i], "1-15"], tm
-  }
+  m = split("sc glibc jemalloc mimalloc tcmalloc", ra, " ")
+  for (i = 1; i <= m; i++) if (rss[ra[i], 24] != "")
+    printf "| %s | %.2f | %.2f | %.2f | %.2f |\n", ra[i], rss[ra[i], 24], rss[ra[i], 100], rss[ra[i], 4], rss[ra[i], "1-15"]
   print "\n**Growth policies (seed 001): append one byte at a time to every target from 320 KiB to 16 MiB**\n"
   print "| policy | targets | reallocations | bytes allocated | mean tail waste | time (ms) |"; print "|---|---:|---:|---:|---:|---:|"
   for (i = 1; i <= ng; i++) { split(g[i], f, "\t"); printf "| %s | %d | %d | %.0f MiB | %.0f KiB | %.0f |\n", f[2], f[7], f[3], f[4] / 1048576, f[5] / 1024, f[6] }

@@ -1,7 +1,6 @@
 #!/bin/bash
 # bench-programs.sh [--quick] [--rounds N] [--only W,W...] [--allocs A,A...]: whole allocators compared by LD_PRELOAD on workloads and real
-# programs - scalloc (build/libscalloc.so; and build/tiny/libscalloc.so, the same with the
-# tiny allocator, where built), glibc (nothing preloaded), jemalloc, mimalloc and
+# programs - scalloc (build/libscalloc.so), glibc (nothing preloaded), jemalloc, mimalloc and
 # tcmalloc (Debian's libraries, where installed).  Prints the README's tables (Markdown)
 # and keeps them in $BUILD/bench/programs-report.md, the raw figures in programs-raw.tsv.
 #
@@ -37,14 +36,14 @@ TMP=$(mktemp -d)
 RPID=
 trap '[ -n "$RPID" ] && kill -9 "$RPID" 2>/dev/null; rm -rf "$TMP"' EXIT
 
-declare -A PRE=([scalloc]=$PWD/$BUILD/libscalloc.so [scalloc-tiny]=$PWD/$BUILD/tiny/libscalloc.so [glibc]=
+declare -A PRE=([scalloc]=$PWD/$BUILD/libscalloc.so [glibc]=
   [jemalloc]=$LIB/libjemalloc.so.2 [mimalloc]=$LIB/libmimalloc.so.2 [tcmalloc]=$LIB/libtcmalloc_minimal.so.4)
 # SCALLOC_BASE=path/libscalloc.so adds a column "scalloc-base": another build of the drop-in
 # (the code before a change) run in the same rounds.  Variants (scalloc-*) are not
 # counted for the best of a row.
 ALLOCS=""
-VARIANTS="scalloc-tiny"
-if [ -n "${SCALLOC_BASE:-}" ]; then PRE[scalloc-base]=$SCALLOC_BASE; VARIANTS="$VARIANTS scalloc-base"; fi
+VARIANTS=
+if [ -n "${SCALLOC_BASE:-}" ]; then PRE[scalloc-base]=$SCALLOC_BASE; VARIANTS="scalloc-base"; fi
 for a in scalloc $VARIANTS glibc jemalloc mimalloc tcmalloc; do
   if [ -z "${PRE[$a]}" ] || [ -f "${PRE[$a]}" ]; then ALLOCS="$ALLOCS $a"; else echo "# $a: ${PRE[$a]} not found" >&2; fi
 done

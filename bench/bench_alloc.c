@@ -6,8 +6,7 @@
  *                                 requests (run under valgrind --tool=callgrind)
  *   bench_alloc rss               bytes of RSS per live object, 1,000,000 objects of 24,
  *                                 100 and 4 bytes and of 1..15 bytes in turn, each allocator
- *                                 in a fresh child process (for sc also tiny objects per
- *                                 tiny block)
+ *                                 in a fresh child process
  *   bench_alloc growth            seed 001's growth experiment
  *   bench_alloc stats             us per sc_read_stats with 10^6 live 24 B objects and with
  *                                 10^5 of 1 KiB (it walks every span)
@@ -339,8 +338,6 @@ static void cmd_rss(int argc, char **argv)
                 void **ps = mmap(NULL, COUNT * sizeof *ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
                 memset(ps, 0, COUNT * sizeof *ps);
                 a.f(a.m(sizes[s] ? sizes[s] : 1));     /* the allocator's own start-up */
-                struct sc_tiny_stats st0, st1;
-                sc_read_tiny_stats(&st0, NULL);
                 long before = rss_now();
                 for (int i = 0; i < COUNT; i++) {
                     size_t n = sizes[s] ? sizes[s] : 1 + (size_t)i % 15;
@@ -348,13 +345,9 @@ static void cmd_rss(int argc, char **argv)
                     memset(ps[i], 1, n);
                 }
                 double per = (double)(rss_now() - before) / COUNT;
-                sc_read_tiny_stats(&st1, NULL);
-                uint64_t blocks = st1.block_allocs - st0.block_allocs;
-                double per_block = blocks ? (double)(st1.allocs - st0.allocs) / (double)blocks : 0;
                 char line[128];
-                int n = snprintf(line, sizeof line, "rss\t%s\t%s\t%.2f\t%.2f\n", a.name,
-                                 sizes[s] == 24 ? "24" : sizes[s] == 100 ? "100" : sizes[s] == 4 ? "4" : "1-15", per,
-                                 per_block);
+                int n = snprintf(line, sizeof line, "rss\t%s\t%s\t%.2f\n", a.name,
+                                 sizes[s] == 24 ? "24" : sizes[s] == 100 ? "100" : sizes[s] == 4 ? "4" : "1-15", per);
                 if (write(fds[1], line, (size_t)n) < 0)
                     _exit(4);
                 _exit(0);

@@ -3,8 +3,8 @@
 # it is and once with LD_PRELOAD, and the two outputs must be the same; SCALLOC_STATS
 # (alloc/report.c) must show that the preloaded run's allocations reached the heap (a
 # line per process, with its object count).  Then the corners a preloaded malloc meets
-# (tests/preload_corners.c), and jemalloc's smallest objects handed to the drop-in's realloc,
-# under the default and the TINY=1 build.  Sanitizer builds have no .so and skip all of it.
+# (tests/preload_corners.c), and jemalloc's smallest objects handed to the drop-in's realloc.
+# Sanitizer builds have no .so and skip all of it.
 #   python3   tests/preload/alloc.py         strings, dicts, JSON, regular expressions
 #   gcc       tests/preload/gen_c.py output  cc1 and as on a large file; objects identical
 #   C++       tests/preload/new_handler.cc   the new_handler through every form of new
@@ -52,14 +52,12 @@ rc=$?
 echo "$out" | grep -E '^(ok|FAIL) ' | sed 's/^ok /ok preload_corners: /; s/^FAIL /FAIL preload_corners: /'
 [ $rc -eq 0 ] || echo "$out" | grep -q '^FAIL ' || fail preload_corners "exited with $rc: $(echo "$out" | tail -3)"
 # Pointers of another allocator smaller than any of the heap's objects (jemalloc's, as in
-# h2load and redis-server), under the drop-in and under its TINY=1 build.
+# h2load and redis-server), handed to the drop-in's realloc.
 JEMALLOC=/usr/lib/$(gcc -print-multiarch)/libjemalloc.so.2
-for so in "$SO" "$PWD/$BUILD/tiny/libscalloc.so"; do
-  name=foreign_small_realloc$([ "$so" = "$SO" ] || echo _tiny)
-  out=$(LD_PRELOAD="$so $JEMALLOC" "$BUILD/tests/preload_corners" --jemalloc 2>&1)
-  rc=$?
-  if [ $rc -eq 0 ] && echo "$out" | grep -q '^ok foreign_small_realloc'; then ok "$name"; else fail "$name" "exit $rc: $(echo "$out" | tail -3)"; fi
-done
+out=$(LD_PRELOAD="$SO $JEMALLOC" "$BUILD/tests/preload_corners" --jemalloc 2>&1)
+rc=$?
+echo "$out" | grep -q '^ok foreign_small_realloc' && [ $rc -eq 0 ]
+check foreign_small_realloc $? "exit $rc: $(echo "$out" | tail -3)"
 
 # --- python3 ---
 $PY tests/preload/alloc.py 2 > "$TMP/py.plain" 2>&1

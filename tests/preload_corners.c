@@ -304,7 +304,7 @@ static void foreign_pointers(void)
 
 /* jemalloc's 8-byte objects (mallocx: jemalloc's own entry, so the pointer is jemalloc's
  * whatever malloc is), grown and shrunk through the drop-in's realloc: onto the heap, the
- * contents kept.  The tiny allocator's realloc once took them for tiny objects. */
+ * contents kept. */
 static void foreign_small_realloc(void)
 {
     void *(*mallocx)(size_t, int) = (void *(*)(size_t, int))dlsym(RTLD_DEFAULT, "mallocx");

@@ -70,21 +70,6 @@ static size_t expected_roundup(size_t n)
     return (n + 8191) / 8192 * 8192;
 }
 
-/* A request of n bytes packed into a shared block (alloc/tiny.c), in this build. */
-static bool tiny_size(size_t n)
-{
-    struct sc_config cfg;
-    sc_get_config(&cfg);
-    return cfg.tiny && n < 16 && (SC_TINY_MASK >> n & 1);
-}
-
-/* What a tiny request may get: a tiny object (at most 14 bytes), or, from 9 bytes up where
- * a block would hold it alone, a 16-byte object. */
-static bool tiny_usable_ok(size_t n, size_t usable)
-{
-    return usable >= n && (usable <= 14 || (n >= 9 && usable == 16));
-}
-
 static void rounding_every_size(void)
 {
     CHECK(tsv_n == SC_NCLASS);
@@ -97,10 +82,7 @@ static void rounding_every_size(void)
     }
     for (size_t n = 1; n <= 70000; n += (n < 2048 ? 1 : 97)) {
         void *p = sc_malloc(n);
-        if (tiny_size(n))
-            CHECKF(p && tiny_usable_ok(n, sc_usable_size(p)), "usable_size(malloc(%zu)) = %zu", n, sc_usable_size(p));
-        else
-            CHECKF(p && sc_usable_size(p) == expected_roundup(n), "usable_size(malloc(%zu)) = %zu", n, sc_usable_size(p));
+        CHECKF(p && sc_usable_size(p) == expected_roundup(n), "usable_size(malloc(%zu)) = %zu", n, sc_usable_size(p));
         sc_free(p);
     }
 }
@@ -113,10 +95,7 @@ static void specialized_dispatch(void)
     sc_free(a), sc_free(b), sc_free(c), sc_free(d);
     for (volatile size_t n = 0; n <= 96; n++) {
         void *p = sc_malloc(n);
-        if (tiny_size(n))
-            CHECKF(p && tiny_usable_ok(n, sc_usable_size(p)), "n=%zu", (size_t)n);
-        else
-            CHECKF(p && sc_usable_size(p) == sc_roundup(n ? n : 1), "n=%zu", (size_t)n);
+        CHECKF(p && sc_usable_size(p) == sc_roundup(n ? n : 1), "n=%zu", (size_t)n);
         sc_free(p);
     }
     CHECK(sc_malloc_table[24] == sc_malloc_24 && sc_malloc_table[17] == sc_malloc_24 && sc_malloc_table[80] == sc_malloc_80);
@@ -270,7 +249,7 @@ static void stress_shadow_model(void)
     static unsigned char *obj[SLOTS];
     static size_t len[SLOTS];
     struct sc_stats st0, st1;
-    sc_scavenge();          /* the thread's current tiny block retired, as it is below */
+    sc_scavenge();
     sc_read_stats(&st0);
     for (int step = 0; step < STEPS; step++) {
         unsigned i = next_rand() % SLOTS;
@@ -799,231 +778,6 @@ static void realloc_large_in_place(void)
     CHECK(b.mallocs - b.frees == a.mallocs - a.frees - 1);
 }
 
-/* ---- the tiny allocator (alloc/tiny.c) ---- */
-
-static bool tiny_on(const char *test)
-{
-    if (tiny_size(1))
-        return true;
-    printf("# %s: the tiny allocator is off in this build\n", test);
-    return false;
-}
-
-static void *(*volatile malloc_rt)(size_t) = sc_malloc_generic;    /* run-time sizes */
-
-/* Objects of a few bytes share 16-byte blocks at a running offset, each aligned for any
- * type of its size; a request that does not fit takes a new block, current only if it
- * leaves more room (Go's rule). */
-static void tiny_packing(void)
-{
-    if (!tiny_on("tiny_packing"))
-        return;
-    struct sc_stats a, b;
-    struct sc_tiny_stats ta, tb;
-    sc_scavenge();                                  /* no current block */
-    sc_read_tiny_stats(&ta, &a);
-    char *p[14];
-    for (int i = 0; i < 14; i++) {
-        p[i] = malloc_rt(1);
-        CHECKF(p[i] == p[0] + i, "object %d at %p, the block at %p", i, (void *)p[i], (void *)p[0]);
-    }
-    CHECK((uintptr_t)p[0] % 16 == 0);
-    sc_read_tiny_stats(&tb, &b);
-    CHECK(tb.blocks - ta.blocks == 1 && tb.allocs - ta.allocs == 14);
-    CHECK(b.heap_alloc - a.heap_alloc == 16 && b.mallocs - a.mallocs == 14);
-    for (int i = 0; i < 14; i++)
-        CHECK(sc_usable_size(p[i]) == 1);
-    /* 3 at 0 (2-aligned), 1 at 3, 4 at 4 (4-aligned), 2 at 8; 12 (8-aligned) does not
-     * fit and would leave less room in a new block than the 4 bytes left, so it takes a
-     * 16-byte object and the 2 after it still lands in the old block, at 10. */
-    char *q3 = sc_malloc(3), *q1 = sc_malloc(1), *q4 = malloc_rt(4), *q2 = sc_malloc(2);
-    char *q12 = malloc_rt(12), *r2 = malloc_rt(2);
-    CHECK((uintptr_t)q3 % 16 == 0 && q1 == q3 + 3 && q4 == q3 + 4 && q2 == q3 + 8);
-    CHECK((uintptr_t)q12 % 16 == 0 && q12 != q3 && r2 == q3 + 10);
-    CHECK(sc_usable_size(q3) == 3 && sc_usable_size(q1) == 1 && sc_usable_size(q4) == 4);
-    CHECK(sc_usable_size(q2) == 2 && sc_usable_size(r2) == 2 && sc_usable_size(q12) == 16);
-    for (size_t n = 1; n < 16; n++) {
-        if (!tiny_size(n))
-            continue;
-        size_t align = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-        for (int k = 0; k < 20; k++) {
-            char *x = malloc_rt(n);
-            CHECKF((uintptr_t)x % align == 0 && sc_usable_size(x) >= n, "malloc(%zu) = %p", n, (void *)x);
-            sc_free(x);
-        }
-    }
-    for (int i = 0; i < 14; i++)
-        sc_free(p[i]);
-    sc_free(q3), sc_free(q1), sc_free(q4), sc_free(q2), sc_free(q12), sc_free(r2);
-    sc_scavenge();
-    sc_read_tiny_stats(&tb, &b);
-    CHECK(tb.blocks == ta.blocks && b.heap_alloc == a.heap_alloc);
-    CHECK(b.mallocs - a.mallocs == b.frees - a.frees);
-}
-
-/* A block goes back to its span when its last object is freed, in any order, unless it
- * is still a thread's current block; a block's usable bytes are its objects' own. */
-static void tiny_blocks_come_back(void)
-{
-    if (!tiny_on("tiny_blocks_come_back"))
-        return;
-    enum { N = 14 * 300 };
-    static char *p[N];
-    static size_t us[N];
-    struct sc_stats a, b;
-    struct sc_tiny_stats ta, tb;
-    sc_scavenge();
-    sc_read_tiny_stats(&ta, &a);
-    for (int i = 0; i < N; i++) {
-        p[i] = malloc_rt(1 + (size_t)i % 3);         /* 1, 2, 3: a few per block */
-        us[i] = sc_usable_size(p[i]);
-        CHECK(us[i] == 1 + (size_t)i % 3);
-        memset(p[i], i & 0xff, us[i]);
-    }
-    /* (A usable size may grow later over alignment padding after it, which nothing uses.) */
-    for (int i = 0; i < N; i++)
-        for (size_t k = 0; k < us[i]; k++)
-            CHECKF((unsigned char)p[i][k] == (i & 0xff), "object %d byte %zu", i, k);
-    sc_read_tiny_stats(&tb, &b);
-    uint64_t blocks = tb.blocks - ta.blocks;
-    CHECKF(blocks >= N / 7 && blocks <= N / 5, "%llu blocks for %d objects", (unsigned long long)blocks, N);
-    uint64_t seed = 7;
-    for (int i = N - 1; i > 0; i--) {               /* freed in a random order */
-        seed = seed * 6364136223846793005u + 1442695040888963407u;
-        int j = (int)((seed >> 33) % (uint64_t)(i + 1));
-        char *t = p[i];
-        p[i] = p[j];
-        p[j] = t;
-    }
-    for (int i = 0; i < N; i++)
-        sc_free(p[i]);
-    sc_read_tiny_stats(&tb, &b);
-    CHECKF(tb.blocks - ta.blocks == 1, "%llu blocks left (the current one should be)",
-           (unsigned long long)(tb.blocks - ta.blocks));
-    CHECK(b.heap_alloc - a.heap_alloc == 16);
-    sc_scavenge();                                  /* retires the current block */
-    sc_read_tiny_stats(&tb, &b);
-    CHECK(tb.blocks == ta.blocks && b.heap_alloc == a.heap_alloc);
-}
-
-static void tiny_realloc(void)
-{
-    if (!tiny_on("tiny_realloc"))
-        return;
-    char *p = sc_malloc(5), *neighbour = sc_malloc(2);
-    memcpy(p, "abcde", 5);
-    memcpy(neighbour, "xy", 2);
-    CHECK(sc_realloc(p, 3) == p && sc_realloc(p, 4) == p);       /* still fits, still tiny */
-    char *q = sc_realloc(p, 40);
-    CHECK(q != p && !memcmp(q, "abcd", 4) && sc_usable_size(q) == 48);
-    CHECK(!memcmp(neighbour, "xy", 2));
-    char *r = sc_realloc(q, 6);                                     /* back to a tiny object */
-    CHECK(r && !memcmp(r, "abcd", 4) && sc_usable_size(r) >= 6 && sc_usable_size(r) < 16);
-    char *e = sc_malloc(8);                        /* an 8-byte object: a class object, kept */
-    CHECK(sc_realloc(e, 8) == e && sc_usable_size(e) == 8);
-    char *t = sc_realloc(e, 3);                    /* but 3 bytes are tiny: moved */
-    CHECK(t && t != e && sc_usable_size(t) < 8);
-    void *z = sc_calloc(1, 13);
-    CHECK(z && !memcmp(z, (char[13]){ 0 }, 13));
-    sc_free(r), sc_free(neighbour), sc_free(t), sc_free(z);
-}
-
-static void do_tiny_double_free(void)
-{
-    char *p = sc_malloc(4);
-    (void)sc_malloc(4);
-    announce("double free", p);
-    sc_free(p);
-    sc_free(p);
-}
-static void do_tiny_interior_free(void)
-{
-    char *p = sc_malloc(4);
-    (void)sc_malloc(4);
-    announce("double free", p + 1);       /* "or not the start of a tiny object" */
-    sc_free(p + 1);
-}
-static void do_tiny_frontier_free(void)
-{
-    char *p = sc_malloc(4);
-    announce("double free", p + 4);       /* where the next object would go */
-    sc_free(p + 4);
-}
-static void do_tiny_retired_double_free(void)
-{
-    char *p = sc_malloc(3), *q = sc_malloc(3);
-    sc_scavenge();                        /* the block retired: q is the top bit now */
-    sc_free(p);
-    announce("double free", p);
-    sc_free(p);
-    (void)q;
-}
-
-static void tiny_bad_frees_abort(void)
-{
-    if (!tiny_on("tiny_bad_frees_abort"))
-        return;
-    void (*cases[])(void) = { do_tiny_double_free, do_tiny_interior_free, do_tiny_frontier_free,
-                              do_tiny_retired_double_free };
-    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        CHECKF(child_aborts_as_announced(cases[i]), "case %u did not abort naming the address: %s", i, child_output);
-}
-
-/* Tiny objects allocated by one thread and freed by others, while the owner frees some of
- * its own and keeps allocating into the same blocks. */
-enum { TINY_RING = 512, TINY_TRANSFERS = 200000 };
-static char *_Atomic tiny_ring[TINY_RING];
-
-static void *tiny_consumer(void *arg)
-{
-    (void)arg;
-    long got = 0;
-    for (unsigned i = 0; got < TINY_TRANSFERS / 2; i = (i + 1) % TINY_RING) {
-        char *p = atomic_exchange(&tiny_ring[i], NULL);
-        if (!p)
-            continue;
-        if ((unsigned char)p[0] != (unsigned char)(uintptr_t)p)
-            abort();
-        sc_free(p);
-        got++;
-    }
-    return NULL;
-}
-
-static void tiny_cross_thread_frees(void)
-{
-    if (!tiny_on("tiny_cross_thread_frees"))
-        return;
-    struct sc_stats a, b;
-    struct sc_tiny_stats ta, tb;
-    sc_scavenge();
-    sc_read_tiny_stats(&ta, &a);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, tiny_consumer, NULL) == 0);
-    long handed = 0;
-    for (long k = 0; k < TINY_TRANSFERS; k++) {
-        size_t n = 1 + (size_t)k % 6;
-        char *p = malloc_rt(n);
-        memset(p, (int)(uintptr_t)p, n);
-        if (k % 2 == 0) {
-            sc_free(p);
-            continue;
-        }
-        for (unsigned i = (unsigned)k % TINY_RING;; i = (i + 1) % TINY_RING) {
-            char *expected = NULL;
-            if (atomic_compare_exchange_weak(&tiny_ring[i], &expected, p))
-                break;
-        }
-        handed++;
-    }
-    pthread_join(t, NULL);
-    sc_scavenge();
-    sc_read_tiny_stats(&tb, &b);
-    CHECK(handed == TINY_TRANSFERS / 2);
-    CHECK(tb.allocs - ta.allocs == TINY_TRANSFERS && tb.frees - ta.frees == TINY_TRANSFERS);
-    CHECKF(tb.blocks == ta.blocks && b.heap_alloc == a.heap_alloc, "blocks %llu -> %llu",
-           (unsigned long long)ta.blocks, (unsigned long long)tb.blocks);
-}
 
 static char child_err[2048];
 
@@ -1341,7 +1095,7 @@ static void stale_link_child(void)
 
 static void remote_free_of_bumped_object_on_recycled_page(void)
 {
-    static const size_t sizes[] = { 8, 64, 4096 };    /* 8: the class 1-byte objects took before tiny */
+    static const size_t sizes[] = { 8, 64, 4096 };
     for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         stale_n = sizes[i];
         int sig = check_run_child(stale_link_child, child_err, sizeof child_err);
@@ -1457,11 +1211,6 @@ int main(void)
     RUN(live_object_that_looks_freed);
     RUN(remote_double_frees_abort_in_child);
     RUN(realloc_large_in_place);
-    RUN(tiny_packing);
-    RUN(tiny_blocks_come_back);
-    RUN(tiny_realloc);
-    RUN(tiny_bad_frees_abort);
-    RUN(tiny_cross_thread_frees);
     RUN(use_after_free_reported_by_asan);
     RUN(fork_while_threads_allocate);
     RUN(fork_forgets_the_parents_threads);

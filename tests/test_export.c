@@ -69,7 +69,7 @@ static void every_alignment(void)
 {
     static const size_t sizes[] = { 0, 1, 8, 24, 100, 4000, 8192, 30000, 40000, 300000 };
     struct sc_stats a, b;
-    sc_scavenge();              /* no tiny block held, as after the scavenge below */
+    sc_scavenge();
     sc_read_stats(&a);
     for (size_t align = 1; align <= ((size_t)4 << 20); align <<= 1) {
         for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {

@@ -10,7 +10,7 @@
  * their first word as the heap gave it (what a 1-byte string or a struct set later
  * does), which is what a free from another thread has to cope with.  At the end, with
  * the objects left behind still live: mallocs - frees equals their count and heap_alloc
- * the sum of their usable sizes (tiny objects: of the blocks they share); once they are freed and the heap scavenged, RSS is back
+ * the sum of their usable sizes; once they are freed and the heap scavenged, RSS is back
  * near where it started.
  *
  * The bookkeeping lives in static arrays, not on the heap under test, so the statistics
@@ -291,8 +291,7 @@ static void threads_share_the_heap(void)
     sc_scavenge();
     long rss0 = check_rss_bytes();
     struct sc_stats st0, st1, st2;
-    struct sc_tiny_stats tiny0, tiny1;
-    sc_read_tiny_stats(&tiny0, &st0);
+    sc_read_stats(&st0);
     double t0 = now(), deadline = t0 + seconds;
     for (int i = 0; i < WORKERS; i++)
         pthread_mutex_init(&workers[i].lock, NULL);
@@ -321,21 +320,10 @@ static void threads_share_the_heap(void)
     double ran = now() - t0;
 
     /* Quiet now: what the workers left behind is all that is live. */
-    /* A tiny object shares its block: the heap counts blocks (tiny_blocks) for those. */
-    struct sc_config cfg;
-    sc_get_config(&cfg);
-    uint64_t usable = 0, tiny = 0;
-    for (size_t i = 0; i < norphans; i++) {
-        size_t n = orphans[i].n, u = sc_usable_size(orphans[i].p);
-        if (cfg.tiny && n < 16 && (SC_TINY_MASK >> n & 1) && u <= 14)
-            tiny++;             /* (a tiny request that took a class object has 16 bytes) */
-        else
-            usable += u;
-    }
-    sc_read_tiny_stats(&tiny1, &st1);
-    usable += (tiny1.blocks - tiny0.blocks) * 16;
-    CHECKF(tiny1.blocks - tiny0.blocks <= tiny, "%llu tiny blocks live for %llu tiny objects",
-           (unsigned long long)(tiny1.blocks - tiny0.blocks), (unsigned long long)tiny);
+    uint64_t usable = 0;
+    for (size_t i = 0; i < norphans; i++)
+        usable += sc_usable_size(orphans[i].p);
+    sc_read_stats(&st1);
     long live = (long)((st1.mallocs - st1.frees) - (st0.mallocs - st0.frees));
     printf("# %.1f s: %ld workers, %ld handed over, %ld scavenges, %ld stats reads; %zu objects (%llu bytes) left live\n",
            ran, (long)workers_started, (long)handed_over, (long)scavenges, (long)stat_reads, norphans,

@@ -51,7 +51,7 @@ RUN_ALLOCS=$ALLOCS
 [ -n "$ONLY_ALLOCS" ] && RUN_ALLOCS=$(echo "$ONLY_ALLOCS" | tr ',' ' ')
 set -- $RUN_ALLOCS; NALLOC=$#
 
-if [ $QUICK = 1 ]; then S=(5 1 5 1 5 1 150 2000 1); else S=(200 20 100 10 100 3 700 200000 1); fi
+if [ $QUICK = 1 ]; then S=(5 1 5 1 5 1 150 2000 1); else S=(200 20 100 10 100 3 700 200000 4); fi
 PY=/usr/bin/python3
 $PY tests/preload/gen_c.py "${S[6]}" > "$TMP/big.c"
 WORKLOADS="larson xmalloc-test cache-scratch glibc-simple mstress python3 python3-threads gcc redis"

@@ -7,6 +7,11 @@
 # Sanitizer builds have no .so and skip all of it.
 #   python3   tests/preload/alloc.py         strings, dicts, JSON, regular expressions
 #   gcc       tests/preload/gen_c.py output  cc1 and as on a large file; objects identical
+#   g++       tests/preload/gen_cxx.py output cc1plus on templates and containers; objects identical
+#   xz        -T2 on generated text          the same stream compressed by two threads, and back
+#   python3   tests/preload/threads.py       four threads; objects freed by other threads
+#   python3   tests/preload/fork_threads.py  30 forks while four threads allocate
+#   node      tests/preload/alloc.js         objects, Maps, JSON, Buffers, zlib
 #   C++       tests/preload/new_handler.cc   the new_handler through every form of new
 #   git       a clone of this repository     log -p, gc, fsck, log -p again
 #   perl      tests/preload/alloc.pl         hashes, sort, regular expressions
@@ -69,6 +74,35 @@ $PY tests/preload/gen_c.py 300 > "$TMP/big.c"
 gcc -O2 -g -c "$TMP/big.c" -o "$TMP/big.plain.o" 2>"$TMP/gcc.err"
 pre gcc gcc -O2 -g -c "$TMP/big.c" -o "$TMP/big.pre.o" 2>>"$TMP/gcc.err"
 same gcc_large_file gcc "$TMP/big.plain.o" "$TMP/big.pre.o" cc1 20000
+
+# --- g++: the same object file from a large C++ source (templates, the standard library) ---
+$PY tests/preload/gen_cxx.py 20 > "$TMP/big.cc"
+g++ -O1 -c "$TMP/big.cc" -o "$TMP/bigxx.plain.o" 2>"$TMP/gxx.err"
+pre gxx g++ -O1 -c "$TMP/big.cc" -o "$TMP/bigxx.pre.o" 2>>"$TMP/gxx.err"
+same gxx_large_file gxx "$TMP/bigxx.plain.o" "$TMP/bigxx.pre.o" cc1plus 20000
+
+# --- xz with two threads: the same compressed stream, and back ---
+$PY -c 'import random; r = random.Random(25); print("\n".join(" ".join(r.choice(("alpha", "beta", "gamma", "delta", str(i))) for _ in range(12)) for i in range(150000)))' > "$TMP/xz.in"
+xz -T2 --block-size=1MiB -6 -c "$TMP/xz.in" > "$TMP/xz.plain" 2>&1
+pre xz xz -T2 --block-size=1MiB -6 -c "$TMP/xz.in" > "$TMP/xz.pre" 2>&1
+pre xz xz -T2 -d -c "$TMP/xz.pre" > "$TMP/xz.back" 2>&1
+if ! cmp -s "$TMP/xz.in" "$TMP/xz.back"; then fail xz_threads "decompressed stream differs"
+else same xz_threads xz "$TMP/xz.plain" "$TMP/xz.pre" xz 100; fi
+
+# --- threaded python: four threads, objects freed by threads other than their makers' ---
+$PY tests/preload/threads.py 1 > "$TMP/pyt.plain" 2>&1
+pre pyt $PY tests/preload/threads.py 1 > "$TMP/pyt.pre" 2>&1
+same python3_threads pyt "$TMP/pyt.plain" "$TMP/pyt.pre" python3 5000
+
+# --- fork under threads: children allocate whatever the parent's threads were doing ---
+$PY tests/preload/fork_threads.py 30 > "$TMP/fork.plain" 2>&1
+pre fork $PY tests/preload/fork_threads.py 30 > "$TMP/fork.pre" 2>&1
+same python3_fork_under_threads fork "$TMP/fork.plain" "$TMP/fork.pre" python3 20000
+
+# --- node: objects, strings, JSON, Buffers ---
+node tests/preload/alloc.js 3 > "$TMP/node.plain" 2>&1
+pre node node tests/preload/alloc.js 3 > "$TMP/node.pre" 2>&1
+same node_alloc_heavy node "$TMP/node.plain" "$TMP/node.pre" node 2000
 
 # --- C++: the new_handler through every operator new the drop-in defines ---
 g++ -O2 -o "$TMP/new_handler" tests/preload/new_handler.cc 2>"$TMP/nh.err"

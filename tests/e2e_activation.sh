@@ -114,7 +114,9 @@ kill -TERM "$DPID"; wait "$DPID"
 # Restarts under a held socket: systemd-socket-activate holds it and runs a loop that
 # starts h2park again each time it exits (as systemd does with the socket unit), with
 # LISTEN_PID set to each new process.  h2load opens a connection per request, 60 every
-# 100 ms, while h2park is stopped eight times; none of its requests may fail.
+# 100 ms, while h2park is stopped eight times; none of its requests may fail.  Each stop
+# waits until the daemon before it has started (on a loaded machine a start can take longer
+# than the 0.2 s between stops, and a second TERM to the one still stopping stopped nothing).
 cat > "$TMP/loop.sh" <<EOF
 #!/bin/bash
 while [ ! -e "$TMP/stop" ]; do
@@ -133,10 +135,18 @@ LOAD=$!; PIDS="$PIDS $LOAD"
 served=""
 for i in 1 2 3 4 5 6 7 8; do
   sleep 0.2
+  for _ in $(seq 100); do
+    [ "$(grep -c 'a socket from systemd' "$TMP/daemon.log")" -ge "$i" ] && break
+    sleep 0.1
+  done
   pid=$(cat "$TMP/pid"); served="$served $pid"
   kill -TERM "$pid"
 done
 wait "$LOAD"
+for _ in $(seq 100); do
+  [ "$(grep -c 'a socket from systemd' "$TMP/daemon.log")" -ge 9 ] && break
+  sleep 0.1
+done
 touch "$TMP/stop"; kill -TERM "$(cat "$TMP/pid")" 2>/dev/null
 starts=$(grep -c 'a socket from systemd' "$TMP/daemon.log")
 grep -q 'requests: 1200 total, 1200 started, 1200 done, 1200 succeeded, 0 failed' "$TMP/load.out" && [ "$starts" -ge 9 ]

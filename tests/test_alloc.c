@@ -684,6 +684,7 @@ static void free_live_objects_that_look_freed(void)
             dprintf(2, "SETUP: %p does not look freed\n", (void *)p);
             return;
         }
+        sc_asan_unpoison(p, sizeof *p);   /* the heap's read of the word poisons it (ASan builds): p is live */
         if (remote)
             free_from_thread(p);
         else

@@ -139,7 +139,7 @@ static void free_buf(const struct request *r, struct buf *b)
 
 bool request_add_header(struct request *r, const char *name, size_t nlen, const char *value, size_t vlen)
 {
-    if (r->too_large)
+    if (r->too_large || r->state != REQ_RECEIVING)
         return false;
     /* RFC 9113 section 6.5.2 counts each field as name + value + 32; HTTP/1.1 the same. */
     r->header_bytes += (uint32_t)(nlen + vlen + 32);

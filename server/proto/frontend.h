@@ -111,7 +111,8 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
 /* Gives r cap bytes at mem, which live as long as r, for its head and response fields. */
 void request_set_store(struct request *r, char *mem, size_t cap);
 /* One field of the head; false once the head is over max_header_list_size (the rest
- * is dropped and the handler answers 431). */
+ * is dropped and the handler answers 431), and for a request already started: its
+ * handler points into the head, which never changes under it. */
 bool request_add_header(struct request *r, const char *name, size_t nlen, const char *value, size_t vlen);
 /* The head is complete: run the handler.  -1 if refused (max_handlers) or no memory;
  * the front end then refuses the request (REFUSED_STREAM, 503). */

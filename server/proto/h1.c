@@ -17,13 +17,50 @@
  * allocated when bytes arrive and freed when a response is done with nothing queued,
  * so an idle keep-alive connection is its struct conn alone, and it parks.
  *
+ * Trailers are checked and bounded like the head's fields and then dropped: never
+ * merged into the head (RFC 9110 section 6.5.1).
+ *
  * Hostile input (RFC 9112): llhttp already refuses Transfer-Encoding with
  * Content-Length, repeated Content-Length, bare CR and bad chunk sizes; this file adds
  * what llhttp lets through - obs-fold, whitespace in or before a field name, control
  * characters in a value, a missing or repeated Host, a transfer coding other than
- * chunked (501) - and the limits: 431 for a head over max_header_list_size, 414 for a
- * target over H1_TARGET_MAX, 408 for a head not complete within preface_timeout.  Every
- * error answers and closes the connection (lingering, so the answer arrives). */
+ * chunked (501) - and the limits: 431 for a head (with its trailers) over
+ * max_header_list_size or more than H1_TRAILER_FIELDS trailers, 414 for a target over
+ * H1_TARGET_MAX, 408 for a head not complete within preface_timeout.  Every error
+ * answers (unless the answer already began: then the connection just ends) and closes
+ * the connection (lingering, so the answer arrives).
+ *
+ * Every llhttp callback is an input path; which states each can run in (the phase, and
+ * whether there is a current request, h->cur):
+ *
+ *   IDLE     between messages, no request
+ *   HEAD     a head arriving: cur is RECEIVING
+ *   BODY     cur started: its handler runs or ran, its answer is not all queued (an
+ *            early answer may be on its way: cur->head_sent)
+ *   WAIT     the message is complete and the parser paused: no callback runs
+ *   DISCARD  answered in full before the body ended: no request, the rest is dropped
+ *
+ *   on_message_begin          IDLE only: a message begins only once the one before is
+ *                             complete (paused in WAIT until answered, or DISCARD ->
+ *                             IDLE), so pipelined requests never overlap.  -> HEAD
+ *   on_url                    HEAD: the target, 414 past H1_TARGET_MAX
+ *   on_header_field, _value   HEAD (the head), BODY or DISCARD (trailers): bytes into
+ *                             h->field and h->value, the head and trailers together
+ *                             within max_header_list_size (431)
+ *   on_header_value_complete  HEAD: a field checked into cur's head.  BODY or DISCARD
+ *                             (F_TRAILING): checked, counted, dropped; cur is not
+ *                             touched - in DISCARD there is none, in BODY its handler
+ *                             points into its head
+ *   on_headers_complete       HEAD only (trailers end in on_message_complete): the
+ *                             request line and head judged, cur started.  -> BODY, or
+ *                             the h2c upgrade, after which llhttp is not called again
+ *   on_body                   BODY: to cur's handler (request_body drops it once the
+ *                             handler is gone).  DISCARD: counted and dropped
+ *   on_message_complete       BODY: the body's end.  -> WAIT.  DISCARD: -> IDLE, and
+ *                             the next pipelined request may begin at once
+ *
+ * A callback that fails stops llhttp for good: error_response then closes, so nothing
+ * behind the bad bytes is ever parsed. */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <llhttp.h>
@@ -41,6 +78,7 @@
 #define H1_BODY_MAX (64u << 10)
 #define H1_DISCARD_MAX (1u << 20)
 #define H1_TARGET_MAX 8192
+#define H1_TRAILER_FIELDS 64
 #define OUT_HIGH (64u << 10)
 #define OUT_CHUNK (64u << 10)
 
@@ -62,7 +100,9 @@ struct h1_conn {
     llhttp_t parser;
     struct h1_request *cur;        /* being received or answered */
     struct buf field, value, target;
-    uint32_t head_bytes;
+    uint32_t head_bytes;           /* the head's, then its trailers' too */
+    uint32_t trailer_fields;
+    uint16_t head_flags;           /* llhttp's flags as the head left them */
     size_t discarded;
     uint8_t phase;                 /* enum h1_phase */
     const char *exec_start, *exec_end;   /* the bytes llhttp is parsing now */
@@ -132,11 +172,15 @@ static void maybe_free_state(struct conn *c)
     buf_free(&c->in);
 }
 
-/* A bad head, or one that cannot be served: a short answer, then close. */
+/* A bad head, or one that cannot be served: a short answer, then close.  A request
+ * whose answer already went (its head written, or all of it while its body is being
+ * dropped) gets none: the connection just ends. */
 static void error_response(struct conn *c, int status)
 {
     struct h1_conn *h = H(c);
-    if (!h || !h->cur || !h->cur->head_sent) {      /* else its answer began: just stop */
+    struct h1_request *r = h ? h->cur : NULL;
+    bool answered = h && (h->phase == H1_DISCARD || (r && r->head_sent));
+    if (!answered) {
         char text[512];
         int n = snprintf(text, sizeof text,
                          "HTTP/1.1 %d %s\r\ndate: %s\r\n%scontent-type: text/plain\r\ncontent-length: %zu\r\n"
@@ -145,9 +189,7 @@ static void error_response(struct conn *c, int status)
                          strlen(reason(status)) + 1, reason(status));
         buf_append(&c->out, text, (size_t)n);
     }
-
-    if (h && h->cur) {
-        struct h1_request *r = h->cur;
+    if (r) {
         h->cur = NULL;
         request_closed(&r->r);
     }
@@ -179,7 +221,7 @@ static int on_message_begin(llhttp_t *p)
     request_init(&r->r, c, &h1_request_ops, "http/1.1");
     h->cur = r;
     h->phase = H1_HEAD;
-    h->head_bytes = 0;
+    h->head_bytes = h->trailer_fields = 0;
     h->host_seen = false;
     h->target.len = h->field.len = h->value.len = 0;
     c->since = ev_now(c->w->loop);
@@ -243,6 +285,8 @@ static bool list_has(const char *list, const char *token)
     return false;
 }
 
+/* A field of the head or of the trailers, complete: its name checked and lower-cased,
+ * its value trimmed and checked. */
 static int on_header_value_complete(llhttp_t *p)
 {
     struct conn *c = p->data;
@@ -263,6 +307,18 @@ static int on_header_value_complete(llhttp_t *p)
         if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
             return fail(p, 400);
     }
+    h->field.len = h->value.len = 0;
+    /* Trailers (RFC 9110 section 6.5): checked like the head's fields and bounded - the
+     * head and its trailers together within max_header_list_size (add_span), at most
+     * H1_TRAILER_FIELDS of them - but never merged into the head (6.5.1) and never
+     * stored: no route reads them, and the request's head, which a running handler
+     * points into, does not change.  They may come with no request at all (its body
+     * being dropped after an early answer). */
+    if (p->flags & F_TRAILING) {
+        /* llhttp reads Connection, Upgrade and Content-Length even here: undone. */
+        p->flags = (uint16_t)(h->head_flags | F_TRAILING);
+        return ++h->trailer_fields > H1_TRAILER_FIELDS ? fail(p, 431) : 0;
+    }
     struct h1_request *r = h->cur;
     if (nl == 4 && !memcmp(name, "host", 4)) {
         if (h->host_seen)
@@ -278,7 +334,6 @@ static int on_header_value_complete(llhttp_t *p)
         return fail(p, 431);
     if (nl == 17 && !memcmp(name, "transfer-encoding", 17) && (vl != 7 || strncasecmp(value, "chunked", 7)))
         return fail(p, 501);       /* the only transfer coding h2park decodes */
-    h->field.len = h->value.len = 0;
     return 0;
 }
 
@@ -327,6 +382,7 @@ static int on_headers_complete(llhttp_t *p)
     }
     if (!llhttp_should_keep_alive(p))
         h->close_after = true;
+    h->head_flags = p->flags;
     c->head_due = false;
     h->phase = H1_BODY;
     buf_free(&h->field);
@@ -353,6 +409,8 @@ static int on_message_complete(llhttp_t *p)
 {
     struct conn *c = p->data;
     struct h1_conn *h = H(c);
+    buf_free(&h->field);           /* the trailers' */
+    buf_free(&h->value);
     if (h->phase == H1_DISCARD) {
         h->phase = H1_IDLE;        /* answered already: on to the next request */
         return 0;

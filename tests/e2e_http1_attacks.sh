@@ -2,10 +2,12 @@
 # HTTP/1.1 against a hostile client, through every llhttp callback and every state it can
 # run in (server/proto/h1.c's table): trailers after an early answer (the body being
 # dropped, no request at all), trailers while the handler runs (never merged into the
-# head, never moving it), trailers of pipelined requests, trailer limits; no answer to a
-# request that was answered already.  The same over TLS and behind haproxy in mode http,
-# which forwards request trailers.  Each group runs against a daemon of its own, so one
-# that kills the daemon fails its own tests and not the rest.
+# head, never moving it), trailers of pipelined requests, trailer limits; the request
+# line of RFC 9112 (absolute-form, versions, HTTP/0.9, HTTP/1.0 with Transfer-Encoding, an
+# invalid Host); no answer to a request that was answered already.  The same over TLS
+# and behind haproxy in mode http, which forwards request trailers.  Each group runs
+# against a daemon of its own, so one that kills the daemon fails its own tests and not
+# the rest.
 . "$(dirname "$0")/lib.sh"
 make_site
 printf 'preface_timeout = 1s\n' > "$TMP/short.conf"
@@ -104,6 +106,39 @@ out=$(timeout 3 cat <&3 | tr -d '\r')
 exec 3<&- 3>&-
 [ "$(echo "$out" | status_lines)" = "405 " ]; check dropped_body_over_bound_no_second_answer $? "$(echo "$out" | status_lines)"
 alive dropped_body
+
+# ---- the request line (RFC 9112 section 3) ----
+group
+line() { # NAME WANT REQUEST [LOG-PATTERN]: one request, its status (and its access-log line)
+  local out; out=$(steps "$3")
+  [ "$(echo "$out" | status_lines)" = "$2 " ] && { [ -z "${4:-}" ] || [ "$(logged "$4")" -ge 1 ]; }
+  check "$1" $? "$(echo "$out" | status_lines) $(tail -1 "$TMP/access.log")"
+}
+line absolute_form_200 200 'GET http://example.org/index.html HTTP/1.1\r\nHost: other\r\nConnection: close\r\n\r\n' \
+  '"GET /index.html HTTP/1.1" 200 .* "example.org"'
+line absolute_form_empty_path_200 200 'GET HTTP://example.org:8080?x=1 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n' \
+  '"GET /?x=1 HTTP/1.1" 200 .* "example.org:8080"'
+line absolute_form_still_needs_host_400 400 'GET http://example.org/ HTTP/1.1\r\n\r\n'
+line absolute_form_other_scheme_400 400 'GET ftp://example.org/ HTTP/1.1\r\nHost: a\r\n\r\n'
+line absolute_form_userinfo_400 400 'GET http://user@example.org/ HTTP/1.1\r\nHost: a\r\n\r\n'
+line absolute_form_empty_host_400 400 'GET http:///index.html HTTP/1.1\r\nHost: a\r\n\r\n'
+line http_2_0_request_line_505 505 'GET / HTTP/2.0\r\n\r\n'
+line http_3_0_request_line_505 505 'GET / HTTP/3.0\r\nHost: a\r\n\r\n'
+line http_0_x_request_line_505 505 'GET / HTTP/0.9\r\nHost: a\r\n\r\n'
+line http_1_2_answered_as_1_1 200 'GET /-/healthz HTTP/1.2\r\nHost: a\r\nConnection: close\r\n\r\n'
+out=$(steps 'GET /-/healthz HTTP/1.2\r\nHost: a\r\n\r\nGET /-/healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')
+[ "$(echo "$out" | status_lines)" = "200 200 " ]; check http_1_2_keeps_alive $? "$(echo "$out" | status_lines)"
+line http_0_9_line_400 400 'GET /\r\n\r\n'
+out=$(steps 'POST /-/echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nGET /-/healthz HTTP/1.0\r\n\r\n')
+[ "$(echo "$out" | status_lines)" = "400 " ]; check http_1_0_transfer_encoding_400_and_close $? "$(echo "$out" | status_lines)"
+line host_invalid_400 400 'GET / HTTP/1.1\r\nHost: a b\r\n\r\n'
+line host_bad_port_400 400 'GET / HTTP/1.1\r\nHost: a:+80\r\n\r\n'
+line host_userinfo_400 400 'GET / HTTP/1.1\r\nHost: u@a\r\n\r\n'
+line host_ipv6_literal_200 200 'GET /-/healthz HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n'
+line host_empty_200 200 'GET /-/healthz HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n'
+line asterisk_form_only_for_options_400 400 'GET * HTTP/1.1\r\nHost: a\r\n\r\n'
+line options_other_target_400 400 'OPTIONS index.html HTTP/1.1\r\nHost: a\r\n\r\n'
+alive request_line
 
 # ---- behind haproxy in mode http, which forwards request trailers ----
 if command -v haproxy >/dev/null; then

@@ -17,18 +17,21 @@
  * allocated when bytes arrive and freed when a response is done with nothing queued,
  * so an idle keep-alive connection is its struct conn alone, and it parks.
  *
- * Trailers are checked and bounded like the head's fields and then dropped: never
- * merged into the head (RFC 9110 section 6.5.1).
+ * The request line (RFC 9112 section 3): origin-form, absolute-form (its authority is
+ * the request's, Host still required and checked, 3.2.2) and OPTIONS *; HTTP/1.x with x
+ * above 1 is answered as HTTP/1.1, another major version gets 505, a line with no
+ * version (HTTP/0.9) 400.  Trailers are checked and bounded like the head's fields and
+ * then dropped: never merged into the head (RFC 9110 section 6.5.1).
  *
  * Hostile input (RFC 9112): llhttp already refuses Transfer-Encoding with
  * Content-Length, repeated Content-Length, bare CR and bad chunk sizes; this file adds
  * what llhttp lets through - obs-fold, whitespace in or before a field name, control
- * characters in a value, a missing or repeated Host, a transfer coding other than
- * chunked (501) - and the limits: 431 for a head (with its trailers) over
- * max_header_list_size or more than H1_TRAILER_FIELDS trailers, 414 for a target over
- * H1_TARGET_MAX, 408 for a head not complete within preface_timeout.  Every error
- * answers (unless the answer already began: then the connection just ends) and closes
- * the connection (lingering, so the answer arrives).
+ * characters in a value, a missing, repeated or invalid Host, a transfer coding other
+ * than chunked (501), Transfer-Encoding in HTTP/1.0 (6.1) - and the limits: 431 for a
+ * head (with its trailers) over max_header_list_size or more than H1_TRAILER_FIELDS
+ * trailers, 414 for a target over H1_TARGET_MAX, 408 for a head not complete within
+ * preface_timeout.  Every error answers (unless the answer already began: then the
+ * connection just ends) and closes the connection (lingering, so the answer arrives).
  *
  * Every llhttp callback is an input path; which states each can run in (the phase, and
  * whether there is a current request, h->cur):
@@ -44,6 +47,7 @@
  *                             complete (paused in WAIT until answered, or DISCARD ->
  *                             IDLE), so pipelined requests never overlap.  -> HEAD
  *   on_url                    HEAD: the target, 414 past H1_TARGET_MAX
+ *   on_version_complete       HEAD: 505 for a major version other than 1
  *   on_header_field, _value   HEAD (the head), BODY or DISCARD (trailers): bytes into
  *                             h->field and h->value, the head and trailers together
  *                             within max_header_list_size (431)
@@ -108,7 +112,8 @@ struct h1_conn {
     const char *exec_start, *exec_end;   /* the bytes llhttp is parsing now */
     const char *vspan_end;         /* where the last value span ended */
     bool vspan_at_end;             /* ... at the end of its bytes (it may go on in the next) */
-    bool host_seen, close_after, upgrading;
+    bool version_seen;             /* the request line named a version (else HTTP/0.9) */
+    bool host_seen, te_seen, close_after, upgrading;
     int error;                     /* the status a bad head gets */
 };
 
@@ -155,6 +160,8 @@ static struct h1_conn *state(struct conn *c)
     struct h1_conn *h = H(c);
     if (!h && (h = sc_calloc(1, sizeof *h))) {
         llhttp_init(&h->parser, HTTP_REQUEST, parser_settings());
+        /* Any digit.digit version reaches on_version_complete, which judges it. */
+        h->parser.lenient_flags |= LENIENT_VERSION;
         h->parser.data = c;
         c->proto_state = h;
     }
@@ -222,7 +229,7 @@ static int on_message_begin(llhttp_t *p)
     h->cur = r;
     h->phase = H1_HEAD;
     h->head_bytes = h->trailer_fields = 0;
-    h->host_seen = false;
+    h->version_seen = h->host_seen = h->te_seen = false;
     h->target.len = h->field.len = h->value.len = 0;
     c->since = ev_now(c->w->loop);
     c->head_due = true;
@@ -285,6 +292,43 @@ static bool list_has(const char *list, const char *token)
     return false;
 }
 
+/* RFC 9112 section 2.3: HTTP/1.x with x above 1 is answered as HTTP/1.1 (llhttp, told to
+ * be lenient about versions, hands every digit.digit here); any other major version is
+ * one h2park does not speak (505, RFC 9110 section 15.6.6). */
+static int on_version_complete(llhttp_t *p)
+{
+    if (p->http_major != 1)
+        return fail(p, 505);
+    H(p->data)->version_seen = true;
+    return 0;
+}
+
+/* RFC 3986's host [":" port], as Host carries it and an absolute-form target's authority:
+ * an IP literal in brackets, or reg-name/IPv4 characters; the port digits only.  No
+ * userinfo (RFC 9110 section 4.2.4). */
+static bool authority_valid(const char *s, size_t n)
+{
+    size_t i = 0;
+    if (n && s[0] == '[') {
+        for (i = 1; i < n && s[i] != ']'; i++)
+            if (!isxdigit((unsigned char)s[i]) && s[i] != ':' && s[i] != '.')
+                return false;
+        if (i == n)
+            return false;
+        i++;
+    } else {
+        for (; i < n && s[i] != ':'; i++)
+            if (!isalnum((unsigned char)s[i]) && !strchr("-._~%!$&'()*+,;=", s[i]))
+                return false;
+    }
+    if (i < n && s[i++] != ':')
+        return false;
+    for (; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
 /* A field of the head or of the trailers, complete: its name checked and lower-cased,
  * its value trimmed and checked. */
 static int on_header_value_complete(llhttp_t *p)
@@ -321,8 +365,8 @@ static int on_header_value_complete(llhttp_t *p)
     }
     struct h1_request *r = h->cur;
     if (nl == 4 && !memcmp(name, "host", 4)) {
-        if (h->host_seen)
-            return fail(p, 400);   /* RFC 9112 3.2: more than one Host */
+        if (h->host_seen || !authority_valid(value, vl))
+            return fail(p, 400);   /* RFC 9112 3.2: more than one Host, or an invalid one */
         h->host_seen = true;
     }
     if (nl == 6 && !memcmp(name, "expect", 6)) {
@@ -332,8 +376,11 @@ static int on_header_value_complete(llhttp_t *p)
     }
     if (!request_add_header(&r->r, name, nl, value, vl))
         return fail(p, 431);
-    if (nl == 17 && !memcmp(name, "transfer-encoding", 17) && (vl != 7 || strncasecmp(value, "chunked", 7)))
-        return fail(p, 501);       /* the only transfer coding h2park decodes */
+    if (nl == 17 && !memcmp(name, "transfer-encoding", 17)) {
+        h->te_seen = true;
+        if (vl != 7 || strncasecmp(value, "chunked", 7))
+            return fail(p, 501);   /* the only transfer coding h2park decodes */
+    }
     return 0;
 }
 
@@ -347,6 +394,37 @@ static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
            list_has(connection, "http2-settings");
 }
 
+/* An absolute-form target (RFC 9112 section 3.2.2), "http://authority/path?query": 1
+ * with where its authority and path start, 0 if the target is not one, -1 if it is a
+ * bad one (another scheme, an empty or invalid authority, userinfo).  An empty path
+ * becomes "/", made room for in the target's buffer. */
+static int absolute_form(struct buf *t, size_t *auth_off, size_t *auth_len, size_t *path_off)
+{
+    size_t n = t->len, s = 0;
+    if (n >= 7 && !strncasecmp(t->data, "http://", 7))
+        s = 7;
+    else if (n >= 8 && !strncasecmp(t->data, "https://", 8))
+        s = 8;
+    else
+        return memchr(t->data, ':', n) && t->data[0] != '/' ? -1 : 0;   /* scheme:... of another kind */
+    size_t e = s;
+    while (e < n && t->data[e] != '/' && t->data[e] != '?' && t->data[e] != '#')
+        e++;
+    if (e == s || !authority_valid(t->data + s, e - s) || (t->data[s] == ':'))
+        return -1;                 /* RFC 9110 4.2.1: an http URI's host is never empty */
+    if (e == n || t->data[e] != '/') {
+        if (buf_reserve(t, 1))
+            return -1;
+        memmove(t->data + e + 1, t->data + e, n - e);
+        t->data[e] = '/';
+        t->len++;
+    }
+    *auth_off = s;
+    *auth_len = e - s;
+    *path_off = e;
+    return 1;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     struct conn *c = p->data;
@@ -355,21 +433,32 @@ static int on_headers_complete(llhttp_t *p)
     if (h->error)
         return -1;
     const char *method = llhttp_method_name((llhttp_method_t)llhttp_get_method(p));
+    if (!h->version_seen)
+        return fail(p, 400);       /* an HTTP/0.9 request line: no version, no head */
     if (p->method == HTTP_CONNECT)
         return fail(p, 405);
-    if (p->http_major == 1 && p->http_minor >= 1 && !h->host_seen)
+    if (p->http_minor >= 1 && !h->host_seen)
         return fail(p, 400);       /* RFC 9112 3.2: Host is required */
-    if (!h->target.len || (h->target.data[0] != '/' && strcmp(method, "OPTIONS")))
+    if (p->http_minor == 0 && h->te_seen)
+        return fail(p, 400);       /* RFC 9112 6.1: HTTP/1.0 framing is faulty with it; closes */
+    size_t auth_off = 0, auth_len = 0, path_off = 0;
+    int absolute = h->target.len ? absolute_form(&h->target, &auth_off, &auth_len, &path_off) : -1;
+    if (absolute < 0)
         return fail(p, 400);
-    /* Host is copied first: adding fields may move the buffer it points into. */
-    const char *host = req_known(&r->r, KF_HOST);
-    size_t host_len = host ? strlen(host) : 0;
+    bool asterisk = h->target.len == 1 && h->target.data[0] == '*';
+    if (!absolute && h->target.data[0] != '/' && !(asterisk && p->method == HTTP_OPTIONS))
+        return fail(p, 400);       /* origin-form, absolute-form or OPTIONS * only (3.2) */
+    /* The authority: an absolute-form target's, which Host then only has to be present
+     * and valid for (3.2.2); else Host's, copied first - adding fields may move the
+     * buffer it points into. */
+    const char *host = absolute ? h->target.data + auth_off : req_known(&r->r, KF_HOST);
+    size_t host_len = absolute ? auth_len : host ? strlen(host) : 0;
     char host_copy[1024];
     if (host_len >= sizeof host_copy)
         return fail(p, 400);
     memcpy(host_copy, host ? host : "", host_len);
     if (!request_add_header(&r->r, ":method", 7, method, strlen(method)) ||
-        !request_add_header(&r->r, ":path", 5, h->target.data, h->target.len) ||
+        !request_add_header(&r->r, ":path", 5, h->target.data + path_off, h->target.len - path_off) ||
         !request_add_header(&r->r, ":authority", 10, host_copy, host_len))
         return fail(p, 431);
     bool has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
@@ -428,6 +517,7 @@ static const llhttp_settings_t *parser_settings(void)
         llhttp_settings_init(&s);
         s.on_message_begin = on_message_begin;
         s.on_url = on_url;
+        s.on_version_complete = on_version_complete;
         s.on_header_field = on_header_field;
         s.on_header_value = on_header_value;
         s.on_header_value_complete = on_header_value_complete;

@@ -331,6 +331,14 @@ void request_closed(struct request *r)
     }
 }
 
+void request_refused(struct request *r, int status, uint64_t body_bytes)
+{
+    r->status = status;
+    r->bytes_sent = body_bytes;
+    r->responded = r->out_eof = r->sent_all = true;   /* what request_closed logs */
+    request_closed(r);
+}
+
 void conn_run_handlers(struct conn *c)
 {
     struct request *r;

@@ -4,10 +4,10 @@
 # dropped, no request at all), trailers while the handler runs (never merged into the
 # head, never moving it), trailers of pipelined requests, trailer limits; the request
 # line of RFC 9112 (absolute-form, versions, HTTP/0.9, HTTP/1.0 with Transfer-Encoding, an
-# invalid Host); no answer to a request that was answered already.  The same over TLS
-# and behind haproxy in mode http, which forwards request trailers.  Each group runs
-# against a daemon of its own, so one that kills the daemon fails its own tests and not
-# the rest.
+# invalid Host); every error the parser decides on in the access log; no answer to a
+# request that was answered already.  The same over TLS and behind haproxy in mode http,
+# which forwards request trailers.  Each group runs against a daemon of its own, so one
+# that kills the daemon fails its own tests and not the rest.
 . "$(dirname "$0")/lib.sh"
 make_site
 printf 'preface_timeout = 1s\n' > "$TMP/short.conf"
@@ -74,10 +74,10 @@ out=$(steps "POST /-/echo?big HTTP/1.1\r\nHost: a\r\nUser-Agent: ua\r\nTransfer-
 check trailers_33k_head_unmoved $? "$(echo "$out" | status_lines) $(grep 'echo?big' "$TMP/access.log" | head -c 300)"
 alive trailers_while_handling
 # More than 64 trailer fields, or a head and trailers together over max_header_list_size,
-# before an answer (the handler sleeps before it answers): 431.
+# before an answer (the handler sleeps before it answers): 431, logged.
 many=$(for i in $(seq 1 65); do printf 'X-T%d: v\\r\\n' "$i"; done)
 out=$(steps "GET /-/delay?ms=500 HTTP/1.1\r\n$CHUNKED\r\n2\r\nhi\r\n0\r\n$many\r\n")
-[ "$(echo "$out" | status_lines)" = "431 " ]
+[ "$(echo "$out" | status_lines)" = "431 " ] && [ "$(logged '"GET /-/delay?ms=500 HTTP/1.1" 431 ')" = 1 ]
 check trailers_over_64_fields_431 $? "$(echo "$out" | status_lines)"
 huge=$(for i in $(seq 1 40); do printf 'X-Big-%d: %s\\r\\n' "$i" "$(head -c 1700 /dev/zero | tr '\0' b)"; done)
 out=$(steps "GET /-/delay?ms=500 HTTP/1.1\r\n$CHUNKED\r\n2\r\nhi\r\n0\r\n$huge\r\n")
@@ -122,13 +122,13 @@ line absolute_form_still_needs_host_400 400 'GET http://example.org/ HTTP/1.1\r\
 line absolute_form_other_scheme_400 400 'GET ftp://example.org/ HTTP/1.1\r\nHost: a\r\n\r\n'
 line absolute_form_userinfo_400 400 'GET http://user@example.org/ HTTP/1.1\r\nHost: a\r\n\r\n'
 line absolute_form_empty_host_400 400 'GET http:///index.html HTTP/1.1\r\nHost: a\r\n\r\n'
-line http_2_0_request_line_505 505 'GET / HTTP/2.0\r\n\r\n'
+line http_2_0_request_line_505 505 'GET / HTTP/2.0\r\n\r\n' '"GET / HTTP/1.1" 505 '
 line http_3_0_request_line_505 505 'GET / HTTP/3.0\r\nHost: a\r\n\r\n'
 line http_0_x_request_line_505 505 'GET / HTTP/0.9\r\nHost: a\r\n\r\n'
 line http_1_2_answered_as_1_1 200 'GET /-/healthz HTTP/1.2\r\nHost: a\r\nConnection: close\r\n\r\n'
 out=$(steps 'GET /-/healthz HTTP/1.2\r\nHost: a\r\n\r\nGET /-/healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')
 [ "$(echo "$out" | status_lines)" = "200 200 " ]; check http_1_2_keeps_alive $? "$(echo "$out" | status_lines)"
-line http_0_9_line_400 400 'GET /\r\n\r\n'
+line http_0_9_line_400 400 'GET /\r\n\r\n' '"GET / HTTP/1.1" 400 '
 out=$(steps 'POST /-/echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nGET /-/healthz HTTP/1.0\r\n\r\n')
 [ "$(echo "$out" | status_lines)" = "400 " ]; check http_1_0_transfer_encoding_400_and_close $? "$(echo "$out" | status_lines)"
 line host_invalid_400 400 'GET / HTTP/1.1\r\nHost: a b\r\n\r\n'
@@ -139,6 +139,17 @@ line host_empty_200 200 'GET /-/healthz HTTP/1.1\r\nHost:\r\nConnection: close\r
 line asterisk_form_only_for_options_400 400 'GET * HTTP/1.1\r\nHost: a\r\n\r\n'
 line options_other_target_400 400 'OPTIONS index.html HTTP/1.1\r\nHost: a\r\n\r\n'
 alive request_line
+
+# ---- every answer the parser decides on is in the access log ----
+group
+line head_without_host_logged 400 'GET /x HTTP/1.1\r\n\r\n' '"GET /x HTTP/1.1" 400 12 '
+line target_too_long_logged 414 "GET /$(head -c 9000 /dev/zero | tr '\0' a) HTTP/1.1\r\nHost: a\r\n\r\n" '"GET /aaaa[a]* HTTP/1.1" 414 '
+line head_too_large_logged 431 "GET /big HTTP/1.1\r\nHost: a\r\nX-Big: $(head -c 70000 /dev/zero | tr '\0' a)\r\n\r\n" '"GET /big HTTP/1.1" 431 '
+line garbage_logged 400 'garbage\r\n\r\n' '"- - HTTP/1.1" 400 '
+out=$(steps 'GET /slow HTTP/1.1\r\nHost: a\r\nUser-Agent: slowpoke\r\nX-Unfinished: ' '' '' '' '' '' '' '' '')
+[ "$(echo "$out" | status_lines)" = "408 " ] && [ "$(logged '"GET /slow HTTP/1.1" 408 .* "slowpoke" "a"')" = 1 ]
+check slow_head_408_logged $? "$(echo "$out" | status_lines) $(tail -1 "$TMP/access.log")"
+alive parser_errors_logged
 
 # ---- behind haproxy in mode http, which forwards request trailers ----
 if command -v haproxy >/dev/null; then

@@ -12,7 +12,8 @@
  * second per thread, numbers by hand, client text copied a run of plain bytes at a time
  * (callgrind, 1 KiB over h2c: the line cost 9,200 instructions per request with
  * vsnprintf, strftime and a copy per byte).  What the client sent is escaped ("\xHH" in
- * combined, as nginx does; JSON escapes in json), so no request can forge a line. */
+ * combined, as nginx does; JSON escapes in json), so no request can forge a line,
+ * and cut to its share of the line, so no request can push its status out of it. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -70,8 +71,13 @@ static const bool plain_byte[256] = { [0x20 ... 0x21] = true, [0x23 ... 0x5b] = 
 static bool plain(unsigned char ch) { return plain_byte[ch]; }
 
 /* Client-supplied text: printable ASCII but for the quote and backslash goes as is, a run
- * at a time; anything else is escaped. */
-static void put_escaped(struct line *l, const char *s, bool json)
+ * at a time; anything else is escaped.  Each field has a share of the line (TARGET_MAX
+ * for the target, FIELD_MAX for the others, escapes included), so what follows a long
+ * one - the status after a target a 414 refused, above all - is always there. */
+#define TARGET_MAX 1536
+#define FIELD_MAX 512
+
+static void put_escaped(struct line *l, const char *s, bool json, size_t max)
 {
     static const char hex[] = "0123456789ABCDEF", lhex[] = "0123456789abcdef";
     if (!s) {
@@ -80,9 +86,10 @@ static void put_escaped(struct line *l, const char *s, bool json)
     }
     if (json)
         put(l, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p && l->len < LINE_MAX - 8;) {
+    size_t stop = l->len + max < LINE_MAX - 8 ? l->len + max : LINE_MAX - 8;
+    for (const unsigned char *p = (const unsigned char *)s; *p && l->len < stop;) {
         const unsigned char *run = p;
-        while (plain(*p))
+        while (plain(*p) && l->len + (size_t)(p - run) < stop)
             p++;
         if (p > run) {
             put(l, (const char *)run, (size_t)(p - run));
@@ -142,9 +149,9 @@ void access_log_request(const struct request *r)
         put(&l, "\",\"client\":\"", 12);
         put_str(&l, req_peer(r));
         put(&l, "\",\"method\":", 11);
-        put_escaped(&l, req_method(r), true);
+        put_escaped(&l, req_method(r), true, FIELD_MAX);
         put(&l, ",\"target\":", 10);
-        put_escaped(&l, req_target(r), true);
+        put_escaped(&l, req_target(r), true, TARGET_MAX);
         put(&l, ",\"protocol\":\"", 13);
         put_str(&l, req_protocol(r));
         put(&l, "\",\"status\":", 11);
@@ -154,20 +161,20 @@ void access_log_request(const struct request *r)
         put(&l, ",\"duration_ms\":", 15);
         put_millis(&l, secs * 1000);
         put(&l, ",\"host\":", 8);
-        put_escaped(&l, req_authority(r), true);
+        put_escaped(&l, req_authority(r), true, FIELD_MAX);
         put(&l, ",\"referer\":", 11);
-        put_escaped(&l, req_known(r, KF_REFERER), true);
+        put_escaped(&l, req_known(r, KF_REFERER), true, FIELD_MAX);
         put(&l, ",\"user_agent\":", 14);
-        put_escaped(&l, req_known(r, KF_USER_AGENT), true);
+        put_escaped(&l, req_known(r, KF_USER_AGENT), true, FIELD_MAX);
         put(&l, "}", 1);
     } else {
         put_str(&l, req_peer_address(r));
         put(&l, " - - [", 6);
         put_str(&l, stamp(false));
         put(&l, "] \"", 3);
-        put_escaped(&l, req_method(r), false);
+        put_escaped(&l, req_method(r), false, FIELD_MAX);
         put(&l, " ", 1);
-        put_escaped(&l, req_target(r), false);
+        put_escaped(&l, req_target(r), false, TARGET_MAX);
         put(&l, " ", 1);
         put(&l, request_protocol(req_protocol(r)), 8);
         put(&l, "\" ", 2);
@@ -175,11 +182,11 @@ void access_log_request(const struct request *r)
         put(&l, " ", 1);
         put_u64(&l, req_bytes_sent(r));
         put(&l, " \"", 2);
-        put_escaped(&l, req_known(r, KF_REFERER), false);
+        put_escaped(&l, req_known(r, KF_REFERER), false, FIELD_MAX);
         put(&l, "\" \"", 3);
-        put_escaped(&l, req_known(r, KF_USER_AGENT), false);
+        put_escaped(&l, req_known(r, KF_USER_AGENT), false, FIELD_MAX);
         put(&l, "\" \"", 3);
-        put_escaped(&l, req_authority(r), false);
+        put_escaped(&l, req_authority(r), false, FIELD_MAX);
         put(&l, "\" ", 2);
         put_str(&l, req_protocol(r));
         put(&l, " ", 1);

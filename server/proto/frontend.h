@@ -122,6 +122,10 @@ void request_body_end(struct request *r);
 /* The exchange is over for the protocol (stream closed, response sent, connection
  * going): a handler still running learns it at its next call. */
 void request_closed(struct request *r);
+/* The front end answered the request itself (HTTP/1.1's 400, 408, 414, 431, 505 and the
+ * like, decided by its parser) with status and body_bytes of body, and the exchange is
+ * over: closed, counted and logged as any other. */
+void request_refused(struct request *r, int status, uint64_t body_bytes);
 /* The response's body for the front end: bytes available now (a file's remaining
  * bytes count as available), and taking them. */
 size_t request_out_avail(const struct request *r);

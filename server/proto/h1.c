@@ -31,7 +31,8 @@
  * head (with its trailers) over max_header_list_size or more than H1_TRAILER_FIELDS
  * trailers, 414 for a target over H1_TARGET_MAX, 408 for a head not complete within
  * preface_timeout.  Every error answers (unless the answer already began: then the
- * connection just ends) and closes the connection (lingering, so the answer arrives).
+ * connection just ends), is logged in the access log like any answer, and closes the
+ * connection (lingering, so the answer arrives).
  *
  * Every llhttp callback is an input path; which states each can run in (the phase, and
  * whether there is a current request, h->cur):
@@ -179,6 +180,21 @@ static void maybe_free_state(struct conn *c)
     buf_free(&c->in);
 }
 
+/* What the access log can say of a request refused before it started: the method and
+ * the target as far as they came (the target made a string in its own buffer, which
+ * outlives the request's closing, the only time the log reads it), and its Host. */
+static void note_request_line(struct h1_conn *h, struct h1_request *r)
+{
+    if (r->r.state != REQ_RECEIVING || !h->target.len)
+        return;
+    r->r.method = llhttp_method_name((llhttp_method_t)h->parser.method);
+    if (buf_append(&h->target, "", 1) == 0) {
+        h->target.len--;
+        r->r.target = h->target.data;
+    }
+    r->r.authority = req_header(&r->r, "host");
+}
+
 /* A bad head, or one that cannot be served: a short answer, then close.  A request
  * whose answer already went (its head written, or all of it while its body is being
  * dropped) gets none: the connection just ends. */
@@ -187,18 +203,24 @@ static void error_response(struct conn *c, int status)
     struct h1_conn *h = H(c);
     struct h1_request *r = h ? h->cur : NULL;
     bool answered = h && (h->phase == H1_DISCARD || (r && r->head_sent));
+    size_t body = strlen(reason(status)) + 1;
     if (!answered) {
         char text[512];
         int n = snprintf(text, sizeof text,
                          "HTTP/1.1 %d %s\r\ndate: %s\r\n%scontent-type: text/plain\r\ncontent-length: %zu\r\n"
                          "connection: close\r\n\r\n%s\n",
                          status, reason(status), http_date_now(), cfg.server_header ? "server: h2park\r\n" : "",
-                         strlen(reason(status)) + 1, reason(status));
+                         body, reason(status));
         buf_append(&c->out, text, (size_t)n);
     }
     if (r) {
         h->cur = NULL;
-        request_closed(&r->r);
+        if (answered) {
+            request_closed(&r->r);
+        } else {
+            note_request_line(h, r);
+            request_refused(&r->r, status, body);
+        }
     }
     if (h)
         h->phase = H1_IDLE;
@@ -248,8 +270,10 @@ static int add_span(llhttp_t *p, struct buf *b, const char *at, size_t n)
 static int on_url(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
-    if (h->target.len + n > H1_TARGET_MAX)
+    if (h->target.len + n > H1_TARGET_MAX) {
+        buf_append(&h->target, at, H1_TARGET_MAX - h->target.len);   /* what the log shows of it */
         return fail(p, 414);
+    }
     return add_span(p, &h->target, at, n);
 }
 

@@ -26,6 +26,23 @@ static inline size_t u64_dec(char *out, uint64_t v)
     return n;
 }
 
+/* The inverse, strictly, as HTTP's numbers are (1*DIGIT): s[0..n) is one or more decimal
+ * digits - no sign, no space - of a value at most max.  0 and *out, or -1. */
+static inline int u64_parse(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned)((unsigned char)s[i] - '0');
+        if (d > 9 || v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
 int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *p, size_t n);
 void buf_free(struct buf *b);

@@ -271,11 +271,9 @@ int request_start(struct request *r)
     if (!r->authority)
         r->authority = known(r, KF_HOST);
     const char *cl = known(r, KF_CONTENT_LENGTH);
-    if (cl) {
-        char *end;
-        long long n = strtoll(cl, &end, 10);
-        r->content_length = end != cl && !*end && n >= 0 ? n : -1;
-    }
+    uint64_t n;
+    if (cl && !u64_parse(cl, strlen(cl), INT64_MAX, &n))
+        r->content_length = (int64_t)n;    /* the front ends refuse a bad one; digits only */
     counter_add(&c->w->n.streams_total, 1);
     /* The cap that bounds what all connections together can pin (max_handlers). */
     if ((long)c->w->n.handler_coroutines >= config_max_handlers(&cfg)) {

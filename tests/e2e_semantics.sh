@@ -15,6 +15,7 @@ printf '<svg/>' > "$TMP/www/i.svg"
 printf 'x' > "$TMP/www/f.woff2"; printf 'x' > "$TMP/www/m.wasm"; printf 'x' > "$TMP/www/unknown.zzz"
 printf 'plain text, compressible plain text, compressible plain text\n' > "$TMP/www/page.txt"
 gzip -k9 "$TMP/www/page.txt"
+printf 'old\n' > "$TMP/www/old.txt"; touch -d '2001-02-03 04:05:06 UTC' "$TMP/www/old.txt"
 printf 'pretend brotli' > "$TMP/www/page.txt.br"
 start_daemon --access-log "$TMP/access.log" || { fail semantics_daemon_starts "see above"; exit 1; }
 H="http://127.0.0.1:$PORT"
@@ -48,6 +49,35 @@ for v in 1 2; do
   code=$($c -o /dev/null -w '%{http_code}' -r 0-1,5-6 "$H/data.bin"); [ "$code" = 200 ]; check "h$v: multi_range_whole_200" $? "$code"
   code=$($c -o /dev/null -w '%{http_code}' -r 0-9 -H "If-Range: $etag" "$H/data.bin"); [ "$code" = 206 ]; check "h$v: if_range_same_206" $? "$code"
   code=$($c -o /dev/null -w '%{http_code}' -r 0-9 -H 'If-Range: "old"' "$H/data.bin"); [ "$code" = 200 ]; check "h$v: if_range_changed_200" $? "$code"
+  # Numbers in fields are digits and nothing else (RFC 9110 section 14.1.1: a range that
+  # does not parse is ignored); the unit is case-insensitive.
+  for r in 'bytes= 1-2' 'bytes=+1-2' 'bytes=1-+2' 'bytes=-+5' 'bytes=1 -2' 'bytes=0x1-2' 'bytes=1-2x'; do
+    code=$($c -o /dev/null -w '%{http_code}' -H "Range: $r" "$H/data.bin"); [ "$code" = 200 ]; check "h$v: range_not_digits_ignored ($r)" $? "$code"
+  done
+  code=$($c -o /dev/null -w '%{http_code}' -H 'Range: bytes=99999999999999999999-' "$H/data.bin"); [ "$code" = 416 ]
+  check "h$v: range_past_int64_unsatisfiable" $? "$code"
+  out=$($c -D - -o /dev/null -H 'Range: bytes=99990-99999999999999999999' "$H/data.bin")
+  [ "$(echo "$out" | hdr content-range)" = "bytes 99990-99999/100000" ]; check "h$v: range_last_past_int64_clamped" $? "$(echo "$out" | hdr content-range)"
+  code=$($c -o /dev/null -w '%{http_code}' -H 'Range: BYTES=1-2' "$H/data.bin"); [ "$code" = 206 ]; check "h$v: range_unit_any_case_206" $? "$code"
+  # Dates are one of the three forms exactly; a sloppy one is no validator (ignored).
+  for d in 'Sat, 03 Feb 2001 04:05:06 GMT' 'Saturday, 03-Feb-01 04:05:06 GMT' 'Sat Feb  3 04:05:06 2001'; do
+    code=$($c -o /dev/null -w '%{http_code}' -H "If-Modified-Since: $d" "$H/old.txt"); [ "$code" = 304 ]
+    check "h$v: if_modified_since_exact_304 ($d)" $? "$code"
+  done
+  for d in 'Sat,  3 Feb 2001 04:05:06 GMT' 'Sat, 3 Feb 2001 04:05:06 GMT' 'Sat, 03 Feb 2001 4:05:06 GMT' \
+           'Sat, 03 Feb 2001 04:05:06 gmt' 'Sat, 03 Feb +2001 04:05:06 GMT' 'Sat Feb 3 04:05:06 2001' \
+           'Saturday, 03-Feb-01 4:05:06 GMT' 'Sat, 03 Feb 2001 04:05:06 GMT junk'; do
+    code=$($c -o /dev/null -w '%{http_code}' -H "If-Modified-Since: $d" "$H/old.txt"); [ "$code" = 200 ]
+    check "h$v: if_modified_since_sloppy_ignored ($d)" $? "$code"
+  done
+  # A weight is a qvalue (0 or 1 and up to three decimals), else the coding is not accepted.
+  for ae in 'gzip;q=+1' 'gzip;q=1e0' 'gzip;q= 1' 'gzip;q=0.0001' 'gzip;q=2'; do
+    out=$($c -D - -o /dev/null -H "Accept-Encoding: $ae" "$H/page.txt"); [ -z "$(echo "$out" | hdr content-encoding)" ]
+    check "h$v: accept_encoding_bad_qvalue_refuses ($ae)" $? "$(echo "$out" | hdr content-encoding)"
+  done
+  out=$($c -D - -o /dev/null -H 'Accept-Encoding: gzip ; q=0.5, br;q=0' "$H/page.txt"); [ "$(echo "$out" | hdr content-encoding)" = gzip ]
+  check "h$v: accept_encoding_qvalue_with_spaces" $? "$(echo "$out" | hdr content-encoding)"
+  code=$($c -o /dev/null -w '%{http_code}' "$H/-/delay?ms=+5"); [ "$code" = 400 ]; check "h$v: delay_ms_digits_only_400" $? "$code"
   out=$($c -D - -o /dev/null "$H/sub?x=1"); [ "$(echo "$out" | head -1 | cut -d' ' -f2)" = 301 ] && [ "$(echo "$out" | hdr location)" = "/sub/?x=1" ]
   check "h$v: directory_without_slash_301" $? "$(echo "$out" | head -1)"
   out=$($c -D - -o "$TMP/gz.out" -H 'Accept-Encoding: gzip' "$H/page.txt")

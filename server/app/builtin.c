@@ -1,5 +1,6 @@
 /* The built-in routes: /-/healthz, /-/echo (the request body back, streamed) and
  * /-/delay?ms=N (an answer after N ms, the handler sleeping meanwhile: a long poll). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +34,9 @@ long query_int(const char *target, const char *key)
     while (q) {
         q++;
         if (!strncmp(q, key, kl) && q[kl] == '=') {
-            char *end;
-            long v = strtol(q + kl + 1, &end, 10);
-            if (end != q + kl + 1 && (*end == 0 || *end == '&'))
-                return v;
-            return -1;
+            const char *v = q + kl + 1;
+            uint64_t n;
+            return u64_parse(v, strcspn(v, "&"), LONG_MAX, &n) ? -1 : (long)n;   /* digits only */
         }
         q = strchr(q, '&');
     }

@@ -246,7 +246,23 @@ static bool etag_listed(const char *list, const char *etag, bool weak)
     return false;
 }
 
-/* Accept-Encoding allows coding (q > 0, by name or by *). */
+/* A qvalue (RFC 9110 section 12.4.2: "0" or "1", then up to three decimals, nothing
+ * else) in thousandths, or -1. */
+static int qvalue(const char *s, size_t n)
+{
+    if (!n || (s[0] != '0' && s[0] != '1') || (n > 1 && s[1] != '.') || n > 5)
+        return -1;
+    int q = (s[0] - '0') * 1000;
+    for (size_t i = 2, scale = 100; i < n; i++, scale /= 10) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        q += (s[i] - '0') * (int)scale;
+    }
+    return q <= 1000 ? q : -1;
+}
+
+/* Accept-Encoding allows coding (q > 0, by name or by *).  A member whose weight does
+ * not parse allows nothing. */
 static bool accepts(const char *list, const char *coding)
 {
     if (!list)
@@ -260,55 +276,66 @@ static bool accepts(const char *list, const char *coding)
         while (*p && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
             p++;
         size_t nl = (size_t)(p - name);
-        double q = 1;
-        const char *e = p;
-        while (*e && *e != ',')
-            e++;
-        const char *qs = memmem(p, (size_t)(e - p), "q=", 2);
-        if (qs)
-            q = strtod(qs + 2, NULL);
+        int q = 1000;
+        while (*p && *p != ',') {          /* OWS ";" OWS parameter, the weight among them */
+            while (*p == ' ' || *p == '\t' || *p == ';')
+                p++;
+            const char *param = p;
+            while (*p && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
+                p++;
+            if ((param[0] == 'q' || param[0] == 'Q') && param[1] == '=')
+                q = qvalue(param + 2, (size_t)(p - param - 2));
+        }
         if (nl == cl && !strncasecmp(name, coding, cl))
             return q > 0;
         if (nl == 1 && *name == '*')
             star = q > 0;
-        p = e;
     }
     return star;
 }
 
+/* 1*DIGIT, saturating: a position past any file is still a position. */
+static int range_number(const char *s, size_t n, uint64_t *v)
+{
+    if (!u64_parse(s, n, INT64_MAX, v))
+        return 0;
+    if (!n || strspn(s, "0123456789") < n)
+        return -1;
+    *v = INT64_MAX;
+    return 0;
+}
+
 /* A single byte range of a file of size bytes: 1 and [*first, *last], 0 to send the
- * whole file (no range, several, or one that does not parse), -1 if it misses the file. */
+ * whole file (no range, several, or one that does not parse), -1 if it misses the file.
+ * RFC 9110 section 14.1: "bytes" (any case), "=", then first-last, first- or -suffix,
+ * the numbers digits only - no space, no sign. */
 static int parse_range(const char *range, int64_t size, int64_t *first, int64_t *last)
 {
-    if (strncmp(range, "bytes=", 6) || strchr(range, ','))
+    if (strncasecmp(range, "bytes=", 6) || strchr(range, ','))
         return 0;
     const char *p = range + 6, *dash = strchr(p, '-');
     if (!dash)
         return 0;
-    char *end;
+    size_t after = strlen(dash + 1);
+    uint64_t a, b;
     if (dash == p) {                           /* -N: the last N bytes */
-        long long n = strtoll(dash + 1, &end, 10);
-        if (end == dash + 1 || *end || n < 0)
+        if (range_number(dash + 1, after, &b))
             return 0;
-        if (n == 0 || size == 0)
+        if (b == 0 || size == 0)
             return -1;
-        *first = n >= size ? 0 : size - n;
+        *first = (int64_t)b >= size ? 0 : size - (int64_t)b;
         *last = size - 1;
         return 1;
     }
-    long long a = strtoll(p, &end, 10);
-    if (end != dash || a < 0)
+    if (range_number(p, (size_t)(dash - p), &a))
         return 0;
-    long long b = size - 1;
-    if (dash[1]) {
-        b = strtoll(dash + 1, &end, 10);
-        if (*end || b < a)
-            return 0;
-    }
-    if (a >= size)
+    b = (uint64_t)size - 1;
+    if (after && (range_number(dash + 1, after, &b) || b < a))
+        return 0;
+    if ((int64_t)a >= size)
         return -1;
-    *first = a;
-    *last = b >= size ? size - 1 : b;
+    *first = (int64_t)a;
+    *last = (int64_t)b >= size ? size - 1 : (int64_t)b;
     return 1;
 }
 

@@ -15,6 +15,7 @@ printf '<svg/>' > "$TMP/www/i.svg"
 printf 'x' > "$TMP/www/f.woff2"; printf 'x' > "$TMP/www/m.wasm"; printf 'x' > "$TMP/www/unknown.zzz"
 printf 'plain text, compressible plain text, compressible plain text\n' > "$TMP/www/page.txt"
 gzip -k9 "$TMP/www/page.txt"
+mkdir -p "$TMP/www/evil.example" "$TMP/www/\\evil.example"
 printf 'old\n' > "$TMP/www/old.txt"; touch -d '2001-02-03 04:05:06 UTC' "$TMP/www/old.txt"
 printf 'pretend brotli' > "$TMP/www/page.txt.br"
 start_daemon --access-log "$TMP/access.log" || { fail semantics_daemon_starts "see above"; exit 1; }
@@ -80,6 +81,13 @@ for v in 1 2; do
   code=$($c -o /dev/null -w '%{http_code}' "$H/-/delay?ms=+5"); [ "$code" = 400 ]; check "h$v: delay_ms_digits_only_400" $? "$code"
   out=$($c -D - -o /dev/null "$H/sub?x=1"); [ "$(echo "$out" | head -1 | cut -d' ' -f2)" = 301 ] && [ "$(echo "$out" | hdr location)" = "/sub/?x=1" ]
   check "h$v: directory_without_slash_301" $? "$(echo "$out" | head -1)"
+  # A redirect never names another host: // and /\ at a Location's start are what a browser
+  # reads as one (an open redirect).
+  for t in '//evil.example' '///evil.example' '/\evil.example'; do
+    out=$($c --path-as-is -D - -o /dev/null "$H$t"); loc=$(echo "$out" | hdr location)
+    case $loc in /evil.example/|/%5Cevil.example/) r=0 ;; *) r=1 ;; esac
+    check "h$v: redirect_location_same_host ($t)" $r "$(echo "$out" | head -1 | tr -d '\r') location '$loc'"
+  done
   out=$($c -D - -o "$TMP/gz.out" -H 'Accept-Encoding: gzip' "$H/page.txt")
   [ "$(echo "$out" | hdr content-encoding)" = gzip ] && [ "$(echo "$out" | hdr vary)" = accept-encoding ] && cmp -s "$TMP/gz.out" "$TMP/www/page.txt.gz" &&
     [ "$(echo "$out" | hdr content-type)" = "text/plain; charset=utf-8" ]

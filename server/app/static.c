@@ -366,12 +366,29 @@ static struct open_file *variant(const char *rel, const char *accept, double now
     return chosen;
 }
 
+/* A Location is a path on the request's own host: it never starts with two slashes, or
+ * a slash and a backslash, which a browser takes for another host (an open redirect).
+ * Leading slashes collapse into one (path_decode ignores them: the same directory), and
+ * a backslash goes escaped. */
 static void redirect_to_slash(struct request *r)
 {
     const char *target = req_target(r), *q = strchr(target, '?');
     size_t pl = q ? (size_t)(q - target) : strlen(target);
     char location[2200];
-    snprintf(location, sizeof location, "%.*s/%s", (int)pl, target, q ? q : "");
+    size_t n = 0;
+    const char *p = target;
+    while (p < target + pl && *p == '/')
+        p++;
+    location[n++] = '/';
+    for (; p < target + pl && n + 4 < sizeof location; p++) {
+        if (*p == '\\') {
+            memcpy(location + n, "%5C", 3);
+            n += 3;
+        } else {
+            location[n++] = *p;
+        }
+    }
+    snprintf(location + n, sizeof location - n, "/%s", q ? q : "");
     struct header h[] = { { "location", location }, { "content-type", "text/plain; charset=utf-8" } };
     static const char body[] = "moved: add the slash\n";
     if (req_respond(r, 301, h, 2, sizeof body - 1) == 0 && !req_is_head(r)) {

@@ -12,11 +12,12 @@
  * A request that waits on its peer has a deadline, so no peer can pin a request's memory
  * by going quiet: body_timeout while the handler has read all the body there is and the
  * request is not complete (for HTTP/2 the window is then open, so the wait is the
- * peer's), write_timeout while response data is ready and does not go out.  One timer
- * per request serves both and req_sleep; it is armed lazily (moved only earlier) and
- * re-aimed when it fires, so progress costs a timestamp, not a timer operation.  A new
- * response's write deadline is armed only as the serve step that began it ends, when a
- * small response has all gone out and needs none.
+ * peer's) - or, the response sent in full, while the front end waits for the rest of a
+ * body to drop it - write_timeout while response data is ready and does not go out.  One
+ * timer per request serves both and req_sleep; it is armed lazily (moved only earlier)
+ * and re-aimed when it fires, so progress costs a timestamp, not a timer operation.  A
+ * new response's write deadline is armed only as the serve step that began it ends, when
+ * a small response has all gone out and needs none.
  *
  * The request's life is enum req_state (see proto/frontend.h), changed only by
  * set_state; a request is freed in one place, release, which stops its timer whether it
@@ -704,7 +705,9 @@ static ev_tstamp deadline(const struct request *r, enum deadline *kind)
     }
     if (r->state != REQ_HANDLING && r->state != REQ_DRAINING)
         return best;
-    if (!r->body_eof && r->handler && cfg.body_timeout > 0 && r->body.len == r->body_off) {
+    /* Body is awaited by a handler, or by a front end that answered in full and drops
+     * what still comes (HTTP/2 until the client ends its stream). */
+    if (!r->body_eof && (r->handler || r->sent_all) && cfg.body_timeout > 0 && r->body.len == r->body_off) {
         ev_tstamp t = r->in_progress + cfg.body_timeout;
         if (!best || t < best)
             best = t, *kind = DEADLINE_BODY;

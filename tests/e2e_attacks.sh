@@ -7,7 +7,8 @@
 # block or run out (a FIFO, no descriptors left), a second daemon on the same port,
 # shutdown held by silent connections, TLS half-records that keep a serve coroutine, a
 # deleted file held open, the access log swapped under a writer, and RFC 9113 answers
-# (STREAM_CLOSED, a bad PRI preface, a CONTINUATION flood).  Plus the generic ones:
+# (STREAM_CLOSED, a bad PRI preface, a CONTINUATION flood, and whatever follows on a
+# stream answered before the client ended it).  Plus the generic ones:
 # unread SETTINGS/PING floods, an HPACK bomb, window overflow, stream-id games,
 # slowloris, and connection churn with the heap back where it was.
 . "$(dirname "$0")/lib.sh"
@@ -40,6 +41,14 @@ run pin-window
 alive pinning
 group
 run h1-nul
+# Streams answered before the client ended them are still judged (RFC 9113), each case
+# sent right after the response, 20 times; their bodies are dropped up to a bound and
+# waited for body_timeout at most, then RST_STREAM(NO_ERROR).
+group -c "$TMP/short.conf"
+timeout 150 $ATTACK early-answer "$PORT" 20 2>>"$TMP/attack.err"   # 100 s where no case is judged
+run early-answer-body
+run early-answer-silence
+alive early_answer
 group
 run stream-closed
 run bad-pri

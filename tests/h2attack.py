@@ -73,10 +73,28 @@ class Peer:
                                  (":authority", authority)] + list(extra))
         return frame(HEADERS, END_HEADERS | (END_STREAM if end_stream else 0), stream, block)
 
+    def parse(self, until=None):
+        """Takes the complete frames in buf; True as soon as one satisfies until."""
+        while len(self.buf) >= 9:
+            n = int.from_bytes(self.buf[:3], "big")
+            if len(self.buf) < 9 + n:
+                break
+            f = (self.buf[3], self.buf[4], int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF, self.buf[9:9 + n])
+            self.buf = self.buf[9 + n:]
+            self.frames.append(f)
+            if f[0] == SETTINGS and not f[1] & ACK:
+                self.send(frame(SETTINGS, ACK, 0))
+            if until and until(f):
+                return True
+        return False
+
     def read_for(self, seconds, until=None):
-        """Reads frames for up to seconds, or until until(frame) is true; returns all frames."""
+        """Reads frames for up to seconds, or until until(frame) is true; returns all frames.
+        Frames already received but left in the buffer by an earlier until come first."""
         deadline = time.monotonic() + seconds
         first = True
+        if self.parse(until):
+            return self.frames
         while not self.closed:
             left = max(0.0, deadline - time.monotonic())
             if left <= 0 and not first:
@@ -95,17 +113,8 @@ class Peer:
                 self.closed = True
                 break
             self.buf += chunk
-            while len(self.buf) >= 9:
-                n = int.from_bytes(self.buf[:3], "big")
-                if len(self.buf) < 9 + n:
-                    break
-                f = (self.buf[3], self.buf[4], int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF, self.buf[9:9 + n])
-                self.buf = self.buf[9 + n:]
-                self.frames.append(f)
-                if f[0] == SETTINGS and not f[1] & ACK:
-                    self.send(frame(SETTINGS, ACK, 0))
-                if until and until(f):
-                    return self.frames
+            if self.parse(until):
+                return self.frames
         return self.frames
 
     def goaway(self):
@@ -446,6 +455,97 @@ def stream_id_games(port):
         p.close()
 
 
+def stream_error(p, stream):
+    """The error a stream got: its RST_STREAM's code other than NO_ERROR (which only asks
+    the client to stop sending), else the GOAWAY's; None if neither came."""
+    for t, _, s, pl in p.frames:
+        if t == RST_STREAM and s == stream and int.from_bytes(pl, "big") != NO_ERROR:
+            return int.from_bytes(pl, "big")
+    return p.goaway()
+
+
+def answered_early(port):
+    """A connection whose stream 1 - GET / with END_STREAM left off - h2park has answered
+    in full (the response's END_STREAM has arrived) while the client's side is open."""
+    p = Peer(port)
+    p.send(p.headers(1, "/", end_stream=False))
+    p.read_for(3, until=lambda f: f[2] == 1 and f[0] in (HEADERS, DATA) and f[1] & END_STREAM)
+    return p
+
+
+def early_answer(port, rounds=20):
+    """What a client sends on a stream h2park answered before the client ended it is still
+    judged by RFC 9113 (the stream is half-closed, not forgotten): each case sent right
+    after the response, rounds times, each on a fresh connection."""
+    cases = (
+        ("pseudo_header_in_trailers", lambda p: frame(HEADERS, END_HEADERS | END_STREAM, 1, p.enc.encode([(":path", "/")])),
+         (PROTOCOL_ERROR,)),
+        ("second_headers_without_end_stream", lambda p: frame(HEADERS, END_HEADERS, 1, p.enc.encode([("x-a", "b")])),
+         (PROTOCOL_ERROR,)),
+        ("data_pad_length_past_payload", lambda p: frame(DATA, PADDED, 1, bytes([10]) + b"abc"), (PROTOCOL_ERROR,)),
+        ("stream_window_overflow", lambda p: frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 0x7FFFFFFF)),
+         (FLOW_CONTROL_ERROR,)),
+        ("data_after_own_rst_stream", lambda p: frame(RST_STREAM, 0, 1, struct.pack(">I", CANCEL)) + frame(DATA, 0, 1, b"x"),
+         (STREAM_CLOSED,)),
+    )
+    for name, make, want in cases:
+        got = []
+        for _ in range(rounds):
+            p = answered_early(port)
+            answered = any(f[2] == 1 and f[1] & END_STREAM for f in p.frames)
+            p.send(make(p))
+            p.read_for(1, until=lambda f, q=p: stream_error(q, 1) is not None)
+            got.append(stream_error(p, 1) if answered else "not answered")
+            p.close()
+        bad = [g for g in got if g not in want]
+        result("early_answer_%s_%d_of_%d" % (name, rounds - len(bad), rounds), not bad,
+               "wanted %s, got %s" % (want, got))
+    result("early_answer_daemon_alive", daemon_alive(port), "the daemon died")
+
+
+def early_answer_body(port, body=2 << 20):
+    """The body of a request answered early is read and dropped up to a bound, then the
+    client is asked to stop with RST_STREAM(NO_ERROR); the connection goes on."""
+    p = answered_early(port)
+    window, conn_window, sent, chunk = 65535, 65535, 0, b"d" * 16384
+    seen, deadline = 0, time.monotonic() + 10
+    while sent < body and stream_error(p, 1) is None and p.rst(1) is None and not p.closed and time.monotonic() < deadline:
+        n = min(len(chunk), window, conn_window, body - sent)
+        if n > 0:
+            p.send(frame(DATA, 0, 1, chunk[:n]))
+            sent += n
+            window -= n
+            conn_window -= n
+        p.read_for(0 if n > 0 else 1, until=lambda f: f[0] in (WINDOW_UPDATE, RST_STREAM, GOAWAY))
+        for t, _, sid, pl in p.frames[seen:]:
+            if t == WINDOW_UPDATE:
+                inc = int.from_bytes(pl, "big") & 0x7FFFFFFF
+                if sid == 0:
+                    conn_window += inc
+                elif sid == 1:
+                    window += inc
+        seen = len(p.frames)
+    p.read_for(2, until=lambda f: f[0] == RST_STREAM and f[2] == 1)
+    result("early_answer_body_dropped_then_rst_no_error", p.rst(1) == NO_ERROR and stream_error(p, 1) is None,
+           "RST %s, error %s after %d bytes" % (p.rst(1), stream_error(p, 1), sent))
+    result("early_answer_body_bounded", 0 < sent < body, "%d bytes taken before the RST" % sent)
+    p.send(p.headers(3, "/-/healthz"))
+    p.read_for(3, until=lambda f: f[2] == 3 and f[1] & END_STREAM)
+    result("early_answer_body_connection_goes_on", p.status(3) == "200", "status %s" % p.status(3))
+    p.close()
+
+
+def early_answer_silence(port):
+    """A client that goes quiet after an early answer is told to stop after body_timeout:
+    RST_STREAM(NO_ERROR) - the exchange was complete, nothing was cancelled - or, as the
+    whole connection went quiet too, GOAWAY(NO_ERROR)."""
+    p = answered_early(port)
+    p.read_for(4, until=lambda f: f[0] in (RST_STREAM, GOAWAY))
+    result("early_answer_silence_told_to_stop_no_error", stream_error(p, 1) in (None, NO_ERROR) and
+           NO_ERROR in (p.rst(1), p.goaway()), "RST %s GOAWAY %s" % (p.rst(1), p.goaway()))
+    p.close()
+
+
 def churn(port, n=2000):
     """Connections opened and dropped at every stage; memory is checked by the caller."""
     stages = [b"", PREFACE[:10], PREFACE, PREFACE + settings(), b"GET / HTTP/1.1\r\nHo"]
@@ -534,6 +634,7 @@ SCENARIOS = {
     "h1-nul": h1_nul, "stream-closed": stream_closed, "bad-pri": bad_pri_preface, "continuation": continuation_flood,
     "unread-control": unread_control, "hpack-bomb": hpack_bomb, "window-overflow": window_overflow,
     "stream-ids": stream_id_games, "churn": churn, "slowloris": slowloris, "tls-partial": tls_partial,
+    "early-answer": early_answer, "early-answer-body": early_answer_body, "early-answer-silence": early_answer_silence,
 }
 
 if __name__ == "__main__":

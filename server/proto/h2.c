@@ -68,6 +68,8 @@ struct h2_stream {
     struct request r;
     int32_t id;
     bool deferred;                 /* nghttp2 waits for resume_data */
+    bool told_to_stop;             /* RST_STREAM(NO_ERROR) sent: the body is not wanted */
+    size_t dropped;                /* body bytes nobody read */
     /* The HEADERS frame's own values: nghttp2 reads them, uncopied, when it packs it. */
     char status[4], length[24];
     /* The request's head and its response's fields, while they fit (request_set_store):
@@ -236,9 +238,12 @@ static void stream_consumed(struct request *r, size_t n)
 
 static void stream_body_wanted(struct request *r) { (void)r; }
 
+/* A request answered in full whose body stopped coming is not an error: the client is
+ * only told to stop (RFC 9113 section 8.1). */
 static void stream_cancel(struct request *r)
 {
-    nghttp2_submit_rst_stream(H(r->c)->session, NGHTTP2_FLAG_NONE, S(r)->id, NGHTTP2_CANCEL);
+    nghttp2_submit_rst_stream(H(r->c)->session, NGHTTP2_FLAG_NONE, S(r)->id,
+                              r->sent_all ? NGHTTP2_NO_ERROR : NGHTTP2_CANCEL);
 }
 
 static void stream_release(struct request *r)
@@ -266,12 +271,23 @@ static struct h2_stream *stream_new(struct conn *c, int32_t id)
     return s;
 }
 
-/* A complete response to a request whose body is still coming: ask the client to stop
- * sending it (RST_STREAM(NO_ERROR), RFC 9113 section 8.1). */
-static void end_unread_request(struct h2_stream *s)
+/* A complete response to a request whose body is still coming (RFC 9113 section 8.1
+ * allows it).  The stream stays half-closed (local) until the client ends it, so nghttp2
+ * judges everything the client still sends on it - malformed trailers, a second HEADERS,
+ * bad padding, a window overflow - as on any open stream, whatever the timing.  The body
+ * is dropped as it comes (its window reopened at once) up to DROP_MAX bytes, and waited
+ * for body_timeout at most (the request's deadline); past either, RST_STREAM(NO_ERROR)
+ * asks the client to stop sending it. */
+#define DROP_MAX (1u << 20)
+
+static void drop_unread(struct h2_stream *s, size_t n)
 {
-    if (s->r.sent_all && !s->r.handler && !s->r.body_eof && s->r.state == REQ_DRAINING)
+    s->dropped += n;
+    s->r.in_progress = ev_now(s->r.c->w->loop);
+    if (s->r.sent_all && !s->r.body_eof && s->dropped > DROP_MAX && !s->told_to_stop) {
+        s->told_to_stop = true;
         nghttp2_submit_rst_stream(H(s->r.c)->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+    }
 }
 
 /* ---- nghttp2 callbacks ---- */
@@ -481,6 +497,8 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
      * at once. */
     if (!s || s->r.state != REQ_HANDLING || !s->r.handler) {
         nghttp2_session_consume(session, stream_id, len);
+        if (s)
+            drop_unread(s, len);
         return 0;
     }
     return request_body(&s->r, (const char *)data, len) ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
@@ -564,7 +582,10 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
         struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         if (s) {
             request_sent_all(&s->r);
-            end_unread_request(s);
+            if (!s->r.body_eof) {       /* answered early: the rest of the body is dropped */
+                drop_unread(s, 0);
+                request_arm_timer(&s->r);   /* body_timeout for it */
+            }
         }
     }
     if (frame->hd.type == NGHTTP2_DATA && h->update_credit < UPDATE_CREDIT_MAX)

@@ -4,10 +4,11 @@
  * Every key goes through config_set, so a file line, a flag and the embedded default are
  * checked by the same code and fail with the same words.  Parse errors name the file
  * and line; the caller prints them and exits 2.  A file's listen lines replace the
- * default's as a group (the first listen line of a file clears the inherited ones).
- * Nothing here binds or opens anything but the file: listen addresses, root and
- * certificates are checked when a configuration is applied (main.c), so a reload can
- * parse the same way and keep the running configuration if the new one fails. */
+ * default's as a group (the first listen line of a file clears the inherited ones), and
+ * so do its builtin_routes_allow lines.  Nothing here binds or opens anything but the
+ * file: listen addresses, root and certificates are checked when a configuration is
+ * applied (main.c), so a reload can parse the same way and keep the running
+ * configuration if the new one fails. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -36,6 +37,9 @@ void config_defaults(struct config *c)
     snprintf(c->root_from, sizeof c->root_from, CONFIG_BUILTIN);
     c->parking = true;
     c->builtin_routes = true;
+    c->builtin_allow[0] = (struct cidr){ .family = AF_INET, .bits = 8, .addr = { 127 } };
+    c->builtin_allow[1] = (struct cidr){ .family = AF_INET6, .bits = 128, .addr = { [15] = 1 } };
+    c->nbuiltin_allow = 2;
     c->server_header = true;
     c->log_level = LOG_INFO;
     c->preface_timeout = 10;
@@ -177,6 +181,86 @@ static int set_listen(struct config *c, const char *value, char *err, size_t err
     return CONFIG_OK;
 }
 
+/* ADDR or ADDR/BITS, IPv4 or IPv6, with no bit set past the prefix (nginx warns of
+ * those; here they are an error, since the rule would not say what it seems to). */
+static int parse_cidr(char *item, struct cidr *r, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    char *slash = strchr(item, '/');
+    if (slash)
+        *slash = 0;
+    if (inet_pton(AF_INET, item, r->addr) == 1)
+        r->family = AF_INET;
+    else if (inet_pton(AF_INET6, item, r->addr) == 1)
+        r->family = AF_INET6;
+    else
+        return fail(err, errlen, "builtin_routes_allow: '%s' is not an IP address or network (or all)%s", item, "");
+    unsigned max = r->family == AF_INET ? 32 : 128;
+    unsigned long long bits = max;
+    if (slash && parse_uint(slash + 1, max, &bits))
+        return fail(err, errlen, "builtin_routes_allow: '%s': bad prefix length '%s'", item, slash + 1);
+    r->bits = (uint8_t)bits;
+    for (unsigned i = 0; i < max / 8; i++) {
+        unsigned keep = bits >= 8 * (i + 1) ? 8 : bits > 8 * i ? (unsigned)bits - 8 * i : 0;
+        if (r->addr[i] & (0xffu >> keep))
+            return fail(err, errlen, "builtin_routes_allow: '%s/%s' has bits set past its prefix", item, slash + 1);
+    }
+    return CONFIG_OK;
+}
+
+/* builtin_routes_allow: addresses, networks or "all", separated by spaces or commas, as
+ * nginx's allow takes them.  Each line adds to the list; a file's first line replaces
+ * the inherited one (config_parse). */
+static int set_allow(struct config *c, const char *value, char *err, size_t errlen)
+{
+    char copy[2048];
+    if (strlen(value) >= sizeof copy)
+        return fail(err, errlen, "builtin_routes_allow: too long%s%s", "", "");
+    snprintf(copy, sizeof copy, "%s", value);
+    for (char *save = NULL, *item = strtok_r(copy, " \t,", &save); item; item = strtok_r(NULL, " \t,", &save)) {
+        struct cidr r[2] = { { .family = AF_INET }, { .family = AF_INET6 } };   /* all: both, no prefix */
+        int n = 2;
+        if (strcmp(item, "all")) {
+            n = 1;
+            if (parse_cidr(item, &r[0], err, errlen))
+                return CONFIG_ERROR;
+        }
+        if (c->nbuiltin_allow + n > MAX_ALLOW)
+            return fail(err, errlen, "builtin_routes_allow: more than %s entries%s", "64", "");
+        memcpy(c->builtin_allow + c->nbuiltin_allow, r, (size_t)n * sizeof r[0]);
+        c->nbuiltin_allow += n;
+    }
+    return CONFIG_OK;
+}
+
+bool cidr_match(const struct cidr *list, int n, const struct sockaddr *sa)
+{
+    const uint8_t *a;
+    uint8_t family = (uint8_t)sa->sa_family;
+    if (family == AF_INET) {
+        a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+    } else if (family == AF_INET6) {
+        a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)) {   /* an IPv4 client of a "*" socket */
+            family = AF_INET;
+            a += 12;
+        }
+    } else {
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct cidr *r = &list[i];
+        if (r->family != family)
+            continue;
+        unsigned whole = r->bits / 8, rest = r->bits % 8;
+        if (memcmp(a, r->addr, whole))
+            continue;
+        if (!rest || !((a[whole] ^ r->addr[whole]) & (uint8_t)(0xff << (8 - rest))))
+            return true;
+    }
+    return false;
+}
+
 /* The user must exist now, so a typo is an error naming its line, not a failure after
  * the sockets are bound. */
 static int set_user(struct config *c, const char *value, char *err, size_t errlen)
@@ -214,6 +298,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
         return set_listen(c, value, err, errlen);
     if (!strcmp(key, "user"))
         return set_user(c, value, err, errlen);
+    if (!strcmp(key, "builtin_routes_allow"))
+        return set_allow(c, value, err, errlen);
     if (!strcmp(key, "workers")) {
         if (parse_count_or_auto(value, 1024, &n))
             return VALUE_ERR("'%s' is not a worker count (1..1024 or auto)");
@@ -308,7 +394,7 @@ static char *trim(char *s)
 
 int config_parse(struct config *c, const char *text, size_t len, const char *name, char *err, size_t errlen)
 {
-    bool listen_seen = false;
+    bool listen_seen = false, allow_seen = false;
     size_t pos = 0;
     for (int lineno = 1; pos < len; lineno++) {
         const char *nl = memchr(text + pos, '\n', len - pos);
@@ -337,6 +423,10 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
         if (!strcmp(key, "listen") && !listen_seen) {
             listen_seen = true;
             c->nlisten = 0;
+        }
+        if (!strcmp(key, "builtin_routes_allow") && !allow_seen) {
+            allow_seen = true;
+            c->nbuiltin_allow = 0;
         }
         char why[512];
         if (config_set(c, key, value, why, sizeof why)) {

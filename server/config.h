@@ -27,6 +27,14 @@ struct listen_addr {
     char text[64];
 };
 
+/* An address or a network (ADDR/BITS), IPv4 or IPv6. */
+struct cidr {
+    uint8_t family;                /* AF_INET, AF_INET6 */
+    uint8_t bits;
+    uint8_t addr[16];
+};
+#define MAX_ALLOW 64
+
 struct config {
     struct listen_addr listen[MAX_LISTEN];
     int nlisten;
@@ -35,6 +43,9 @@ struct config {
     char cert[1024], key[1024];
     bool parking;
     bool builtin_routes;
+    /* Who the built-in routes but /-/healthz answer (builtin_routes_allow); 0: nobody. */
+    struct cidr builtin_allow[MAX_ALLOW];
+    int nbuiltin_allow;
     bool server_header;            /* send Server: h2park */
     char access_log[1024];
     int access_log_format;         /* enum access_log_format */
@@ -71,6 +82,8 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
 /* H2PARK_DEBUG in GODEBUG syntax; unknown keys are reported through warn. */
 int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), char *err, size_t errlen);
+/* Is sa (an IPv4-mapped IPv6 address counting as its IPv4 one) in one of the n networks? */
+bool cidr_match(const struct cidr *list, int n, const struct sockaddr *sa);
 /* max_conns, with auto resolved against the open-file limit. */
 long config_max_conns(const struct config *c);
 /* max_handlers, with auto resolved against the machine's memory. */

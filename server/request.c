@@ -783,6 +783,7 @@ const char *req_authority(const struct request *r) { return r->authority ? r->au
 const char *req_protocol(const struct request *r) { return r->protocol; }
 const char *req_peer(const struct request *r) { return conn_peer(r->c); }
 const char *req_peer_address(const struct request *r) { return conn_peer_address(r->c); }
+const struct sockaddr *req_peer_sockaddr(const struct request *r) { return &r->c->peer.sa; }
 bool req_is_head(const struct request *r) { return r->head; }
 int64_t req_content_length(const struct request *r) { return r->content_length; }
 double req_now(const struct request *r) { return ev_now(r->c->w->loop); }

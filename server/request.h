@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 struct request;
@@ -40,6 +41,7 @@ const char *req_authority(const struct request *r);   /* :authority or Host, "" 
 const char *req_protocol(const struct request *r);    /* "http/1.1", "h2" or "h2c" */
 const char *req_peer(const struct request *r);        /* "addr:port" of the client */
 const char *req_peer_address(const struct request *r); /* the client's address alone */
+const struct sockaddr *req_peer_sockaddr(const struct request *r);  /* ... as the socket has it */
 bool req_is_head(const struct request *r);
 int64_t req_content_length(const struct request *r);  /* -1 if the client gave none */
 const char *req_header(const struct request *r, const char *name);   /* first value, or NULL */

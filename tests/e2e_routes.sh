@@ -69,3 +69,48 @@ start_daemon -c "$TMP/nobuiltin.conf"
 H="http://127.0.0.1:$PORT"
 code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/stats"); [ "$code" = 404 ]; check builtin_routes_off $? "code $code"
 stop_daemon
+
+# builtin_routes_allow: the built-in routes but /-/healthz answer only the listed
+# addresses; anyone else gets what the path would be without them (404, or a file there).
+printf 'builtin_routes_allow = 10.0.0.0/8 2001:db8::/32\n' > "$TMP/allow.conf"
+start_daemon -c "$TMP/allow.conf"
+H="http://127.0.0.1:$PORT"
+for path in /-/stats /metrics /-/dashboard /-/dashboard/data '/-/delay?ms=1'; do
+  codes="$(curl -s --http1.1 -o /dev/null -w '%{http_code}' "$H$path") $(c2 -o /dev/null -w '%{http_code}' "$H$path")"
+  [ "$codes" = "404 404" ]; check "builtin_route_not_allowed_404 $path" $? "codes $codes"
+done
+codes="$(c2 -o /dev/null -w '%{http_code}' --data x "$H/-/echo") $(c2 -o /dev/null -w '%{http_code}' -X POST "$H/-/stats")"
+want="$(c2 -o /dev/null -w '%{http_code}' --data x "$H/nope") $(c2 -o /dev/null -w '%{http_code}' -X POST "$H/nope")"
+[ "$codes" = "$want" ]; check builtin_route_not_allowed_post_as_any_path $? "codes $codes, $want for a path that is not there"
+[ "$(c2 "$H/-/healthz")" = ok ]; check healthz_open_to_all $? "healthz"
+mkdir -p "$TMP/www/-"; printf 'a file\n' > "$TMP/www/-/stats"
+sleep 1.1     # what the open-file cache knew of the path (not there) has expired
+[ "$(c2 "$H/-/stats")" = "a file" ]; check builtin_route_not_allowed_as_if_absent $? "$(c2 "$H/-/stats" | head -c 80)"
+rm -r "$TMP/www/-"
+stop_daemon
+# Behind a PROXY protocol header, the client it names is the one judged.
+P1=$(free_port); P2=$(free_port)
+printf 'listen = 127.0.0.1:%s\nlisten = 127.0.0.1:%s proxy_protocol\nroot = %s\n' "$P1" "$P2" "$TMP/www" > "$TMP/proxy.conf"
+start_config "$TMP/proxy.conf" "$P1"
+via_proxy() { # CLIENT-ADDRESS PATH: the status line's code
+  exec 3<>"/dev/tcp/127.0.0.1/$P2"
+  printf 'PROXY TCP4 %s 127.0.0.1 40000 %s\r\nGET %s HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n' "$1" "$P2" "$2" >&3
+  timeout 3 head -1 <&3 | cut -d' ' -f2
+  exec 3<&- 3>&-
+}
+codes="$(via_proxy 203.0.113.9 /-/stats) $(via_proxy 203.0.113.9 /-/healthz) $(via_proxy 127.0.0.1 /-/stats)"
+[ "$codes" = "404 200 200" ]; check builtin_routes_allow_judges_proxy_client $? "codes $codes"
+stop_daemon
+# On a "*" socket an IPv4 client is an IPv4-mapped IPv6 address, judged as IPv4; ::1 is
+# not 127.0.0.0/8.
+P1=$(free_port)
+printf 'listen = *:%s\nroot = %s\nbuiltin_routes_allow = 127.0.0.0/8\n' "$P1" "$TMP/www" > "$TMP/dual.conf"
+start_config "$TMP/dual.conf" "$P1"
+codes="$(code "$P1" /-/stats) $(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://[::1]:$P1/-/stats")"
+[ "$codes" = "200 404" ]; check builtin_routes_allow_mapped_ipv4 $? "codes $codes"
+# A reload applies a new list.
+printf 'listen = *:%s\nroot = %s\nbuiltin_routes_allow = ::1\n' "$P1" "$TMP/www" > "$TMP/dual.conf"
+reload_and_wait
+codes="$(code "$P1" /-/stats) $(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://[::1]:$P1/-/stats")"
+[ "$codes" = "404 200" ]; check builtin_routes_allow_reloaded $? "codes $codes"
+stop_daemon

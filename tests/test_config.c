@@ -1,6 +1,8 @@
 /* Unit tests of configuration parsing: the embedded default, every kind of value, the
  * errors (naming file, line and problem), listen replacement and options, where root
  * came from, user, and H2PARK_DEBUG. */
+#include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -129,6 +131,54 @@ static void errors_name_file_line_problem(void)
           strstr(err, "/nonexistent/h2park.conf: cannot read"));
 }
 
+static struct sockaddr_storage ss;
+static const struct sockaddr *addr(const char *text)
+{
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, text, &in->sin_addr) == 1)
+        in->sin_family = AF_INET;
+    else if (inet_pton(AF_INET6, text, &in6->sin6_addr) == 1)
+        in6->sin6_family = AF_INET6;
+    return (const struct sockaddr *)&ss;
+}
+static bool allowed(const char *text) { return cidr_match(c.builtin_allow, c.nbuiltin_allow, addr(text)); }
+
+/* builtin_routes_allow: loopback by default (IPv4-mapped IPv6 counting as IPv4), lists
+ * of addresses and networks that a file's first line replaces and later lines extend,
+ * "all", and errors that name the entry. */
+static void builtin_routes_allow_lists(void)
+{
+    config_defaults(&c);
+    CHECK(allowed("127.0.0.1") && allowed("127.9.9.9") && allowed("::1") && allowed("::ffff:127.0.0.1"));
+    CHECK(!allowed("10.0.0.1") && !allowed("::2") && !allowed("::ffff:10.0.0.1") && !allowed("128.0.0.1"));
+    CHECKF(config_parse(&c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err) == CONFIG_OK, "%s", err);
+    CHECK(c.nbuiltin_allow == 2 && allowed("127.0.0.1") && allowed("::1") && !allowed("192.0.2.1"));
+    const char *file = "builtin_routes_allow = 192.0.2.10\nbuiltin_routes_allow = 10.1.0.0/16, 2001:db8::/32\n";
+    CHECKF(config_parse(&c, file, strlen(file), "site.conf", err, sizeof err) == CONFIG_OK, "%s", err);
+    CHECK(c.nbuiltin_allow == 3 && !allowed("127.0.0.1") && !allowed("::1"));
+    CHECK(allowed("192.0.2.10") && !allowed("192.0.2.11") && allowed("10.1.255.3") && !allowed("10.2.0.1"));
+    CHECK(allowed("::ffff:10.1.0.1") && allowed("2001:db8:ffff::1") && !allowed("2001:db9::1"));
+    CHECKF(parse("builtin_routes_allow = 10.0.0.0/9 0.0.0.0/0\n") == CONFIG_OK, "%s", err);
+    CHECK(allowed("203.0.113.7") && !allowed("::1"));
+    CHECKF(parse("builtin_routes_allow = all\n") == CONFIG_OK, "%s", err);
+    CHECK(allowed("203.0.113.7") && allowed("2001:db8::1") && allowed("::1"));
+    CHECKF(parse("builtin_routes_allow =\n") == CONFIG_OK, "%s", err);
+    CHECK(c.nbuiltin_allow == 0 && !allowed("127.0.0.1"));
+    CHECK(parse("builtin_routes_allow = localhost\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:1: builtin_routes_allow: 'localhost' is not an IP address or network"));
+    CHECK(parse("builtin_routes_allow = 10.0.0.0/33\n") == CONFIG_ERROR && strstr(err, "bad prefix length '33'"));
+    CHECK(parse("builtin_routes_allow = 10.0.0.0/+8\n") == CONFIG_ERROR && strstr(err, "bad prefix length '+8'"));
+    CHECK(parse("builtin_routes_allow = 10.0.0.1/8\n") == CONFIG_ERROR && strstr(err, "'10.0.0.1/8' has bits set past its prefix"));
+    CHECK(parse("builtin_routes_allow = 2001:db8::1/64\n") == CONFIG_ERROR && strstr(err, "bits set past its prefix"));
+    char many[2048] = "builtin_routes_allow =";
+    for (int i = 0; i < 65; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), " 10.0.0.%d", i);
+    strcat(many, "\n");
+    CHECK(parse(many) == CONFIG_ERROR && strstr(err, "more than 64 entries"));
+}
+
 static const char *warned;
 static void warn(const char *key) { warned = key; }
 
@@ -151,6 +201,7 @@ int main(void)
     RUN(listen_lines);
     RUN(listen_options_and_dual_stack);
     RUN(origins_and_user);
+    RUN(builtin_routes_allow_lists);
     RUN(errors_name_file_line_problem);
     RUN(debug_env);
     CHECK_DONE();

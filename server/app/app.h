@@ -19,6 +19,7 @@ struct route {
     const char *path;              /* matched exactly, the query aside */
     unsigned methods;              /* M_* */
     void (*handler)(struct request *r);
+    bool open_to_all;              /* else only builtin_routes_allow's addresses see it */
 };
 
 extern const struct route builtin_routes[];    /* builtin.c: healthz, echo, delay */

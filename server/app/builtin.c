@@ -57,8 +57,8 @@ static void delay(struct request *r)
 }
 
 const struct route builtin_routes[] = {
-    { "/-/healthz", M_GET | M_HEAD, healthz },
-    { "/-/echo", M_POST, echo },
-    { "/-/delay", M_GET | M_HEAD, delay },
-    { NULL, 0, NULL },
+    { "/-/healthz", M_GET | M_HEAD, healthz, true },   /* for load balancers, from anywhere */
+    { "/-/echo", M_POST, echo, false },
+    { "/-/delay", M_GET | M_HEAD, delay, false },
+    { NULL, 0, NULL, false },
 };

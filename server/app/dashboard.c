@@ -125,7 +125,7 @@ static void data(struct request *r)
 }
 
 const struct route dashboard_routes[] = {
-    { "/-/dashboard", M_GET | M_HEAD, page },
-    { "/-/dashboard/data", M_GET | M_HEAD, data },
-    { NULL, 0, NULL },
+    { "/-/dashboard", M_GET | M_HEAD, page, false },
+    { "/-/dashboard/data", M_GET | M_HEAD, data, false },
+    { NULL, 0, NULL, false },
 };

@@ -2,7 +2,10 @@
  *
  * A path that names a route answers 405 with Allow for a method the route does not take;
  * the built-in routes go away with builtin_routes = off, and then their paths are looked
- * up as files like any other. */
+ * up as files like any other.  They do the same for a client outside
+ * builtin_routes_allow (the PROXY header's address where there is one), all but
+ * /-/healthz: what they tell - memory, connections, the heap - is the operator's, and
+ * /-/echo and /-/delay hold handlers open. */
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +49,8 @@ void app_handle(struct request *r)
         for (const struct route *rt = tables[t]; rt->path; rt++) {
             if (!path_is(target, rt->path))
                 continue;
+            if (!rt->open_to_all && !cidr_match(cfg.builtin_allow, cfg.nbuiltin_allow, req_peer_sockaddr(r)))
+                return static_serve(r);    /* as if the route were not there */
             if (!(rt->methods & method_bit(req_method(r))))
                 return method_not_allowed(r, rt->methods);
             return rt->handler(r);

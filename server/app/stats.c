@@ -262,7 +262,7 @@ static void metrics(struct request *r)
 void stats_init(void) { started_at = time(NULL); }
 
 const struct route stats_routes[] = {
-    { "/-/stats", M_GET | M_HEAD, stats },
-    { "/metrics", M_GET | M_HEAD, metrics },
-    { NULL, 0, NULL },
+    { "/-/stats", M_GET | M_HEAD, stats, false },
+    { "/metrics", M_GET | M_HEAD, metrics, false },
+    { NULL, 0, NULL, false },
 };

@@ -310,6 +310,15 @@ static void handler_finished(struct request *r)
     } else if (!r->out_eof) {
         req_end(r);
     }
+    /* Body it did not read nobody will: dropped now, and the front end told it is taken
+     * (HTTP/2 reopens the window), so it pins no memory and holds no client back while
+     * the rest of the exchange runs its course (its deadline applies). */
+    size_t unread = r->body.len - r->body_off;
+    if (unread) {
+        buf_free(&r->body);
+        r->body_off = 0;
+        r->ops->consumed(r, unread);
+    }
     set_state(r, REQ_DRAINING);
 }
 

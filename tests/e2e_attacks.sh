@@ -48,6 +48,7 @@ group -c "$TMP/short.conf"
 timeout 150 $ATTACK early-answer "$PORT" 20 2>>"$TMP/attack.err"   # 100 s where no case is judged
 run early-answer-body
 run early-answer-silence
+run early-answer-held-body
 alive early_answer
 group
 run stream-closed

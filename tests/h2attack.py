@@ -546,6 +546,21 @@ def early_answer_silence(port):
     p.close()
 
 
+def early_answer_held_body(port, streams=50):
+    """Streams answered early with body already buffered for a handler that never read it
+    (POST /-/healthz: 405), then silence: the buffered body is dropped and the deadline
+    still applies, so every stream is told to stop (RST_STREAM(NO_ERROR), or GOAWAY)."""
+    p = Peer(port)
+    p.read_for(0.2)
+    p.send(b"".join(p.headers(2 * i + 1, "/-/healthz", "POST", end_stream=False) + frame(DATA, 0, 2 * i + 1, b"b" * 1000)
+                    for i in range(streams)))
+    p.read_for(4, until=lambda f: f[0] == GOAWAY or sum(1 for x in p.frames if x[0] == RST_STREAM) >= streams)
+    told = sum(1 for i in range(streams) if p.rst(2 * i + 1) == NO_ERROR)
+    result("early_answer_held_body_all_told_to_stop", told == streams or p.goaway() == NO_ERROR,
+           "%d of %d streams reset, GOAWAY %s" % (told, streams, p.goaway()))
+    p.close()
+
+
 def churn(port, n=2000):
     """Connections opened and dropped at every stage; memory is checked by the caller."""
     stages = [b"", PREFACE[:10], PREFACE, PREFACE + settings(), b"GET / HTTP/1.1\r\nHo"]
@@ -635,6 +650,7 @@ SCENARIOS = {
     "unread-control": unread_control, "hpack-bomb": hpack_bomb, "window-overflow": window_overflow,
     "stream-ids": stream_id_games, "churn": churn, "slowloris": slowloris, "tls-partial": tls_partial,
     "early-answer": early_answer, "early-answer-body": early_answer_body, "early-answer-silence": early_answer_silence,
+    "early-answer-held-body": early_answer_held_body,
 }
 
 if __name__ == "__main__":

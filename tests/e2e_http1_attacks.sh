@@ -4,8 +4,8 @@
 # dropped, no request at all), trailers while the handler runs (never merged into the
 # head, never moving it), trailers of pipelined requests, trailer limits; the request
 # line of RFC 9112 (absolute-form, versions, HTTP/0.9, HTTP/1.0 with Transfer-Encoding, an
-# invalid Host); every error the parser decides on in the access log; no answer to a
-# request that was answered already.  The same over TLS and behind haproxy in mode http,
+# invalid Host); obs-fold cut by read boundaries; every error the parser decides on in the
+# access log; no answer to a request that was answered already.  The same over TLS and behind haproxy in mode http,
 # which forwards request trailers.  Each group runs against a daemon of its own, so one
 # that kills the daemon fails its own tests and not the rest.
 . "$(dirname "$0")/lib.sh"
@@ -18,18 +18,18 @@ group() {
 }
 alive() { kill -0 "$DPID" 2>/dev/null; check "$1_daemon_alive" $? "the daemon died: $(grep -v ' info ' "$TMP/daemon.log" | tail -3)"; }
 
-# steps PART...: sends each part (printf format) on one connection, 0.3 s apart (so the
-# daemon answers in between), then prints what came back (CR removed) until the daemon
-# closes or 2 s pass.  TLS=1: over TLS (openssl s_client), to the TLS port.
+# steps PART...: sends each part (printf format) on one connection, 0.3 s apart (GAP; so
+# the daemon answers, or reads, in between), then prints what came back (CR removed) until
+# the daemon closes or 2 s pass.  TLS=1: over TLS (openssl s_client), to the TLS port.
 steps() {
   if [ "${TLS:-0}" = 1 ]; then
-    { for part in "$@"; do printf "$part"; sleep 0.3; done; sleep 1.5; } |
+    { for part in "$@"; do printf "$part"; sleep "${GAP:-0.3}"; done; sleep 1.5; } |
       timeout 5 openssl s_client -quiet -connect "127.0.0.1:$TPORT" 2>/dev/null | tr -d '\r'
     return
   fi
   local data
   exec 3<>"/dev/tcp/127.0.0.1/$PORT"
-  for part in "$@"; do printf -v data "$part"; printf '%s' "$data" >&3; sleep 0.3; done
+  for part in "$@"; do printf -v data "$part"; printf '%s' "$data" >&3; sleep "${GAP:-0.3}"; done
   timeout 2 cat <&3 | tr -d '\r'
   exec 3<&- 3>&-
 }
@@ -94,6 +94,19 @@ out=$(steps "POST /-/echo HTTP/1.1\r\n$CHUNKED\r\n2\r\nhi\r\n0\r\nX-A: v\r\n fol
 out=$(steps "POST /-/healthz HTTP/1.1\r\n$CHUNKED\r\n3\r\nabc\r\n" "0\r\n$many\r\n$NEXT")
 [ "$(echo "$out" | status_lines)" = "405 " ]; check trailers_over_limit_after_answer_close_silently $? "$(echo "$out" | status_lines)"
 alive trailer_limits
+
+# ---- obs-fold cut by read boundaries (each part its own read, or TLS record): a fold
+# is refused however the bytes arrive, a value merely split is not ----
+group
+for t in "" tls_; do
+  out=$(GAP=0.1 TLS=$([ "$t" = tls_ ] && echo 1 || echo 0) steps 'GET /-/healthz HTTP/1.1\r\nHost: a\r\nX-A: 1' '\r' '\n' ' ' 'folded\r\nConnection: close\r\n\r\n')
+  [ "$(echo "$out" | status_lines)" = "400 " ]; check "${t}obs_fold_across_reads_400" $? "$(echo "$out" | status_lines)"
+  out=$(GAP=0.1 TLS=$([ "$t" = tls_ ] && echo 1 || echo 0) steps 'GET /-/healthz HTTP/1.1\r\nHost: a\r\nX-A: 1' '2' '3\r\nConnection: close\r\n\r\n')
+  [ "$(echo "$out" | status_lines)" = "200 " ]; check "${t}value_split_across_reads_200" $? "$(echo "$out" | status_lines)"
+done
+out=$(steps "POST /-/healthz HTTP/1.1\r\n$CHUNKED\r\n2\r\nhi\r\n" '0\r\nX-A: 1' '\r' '\n' ' ' "folded\r\n\r\n$NEXT")
+[ "$(echo "$out" | status_lines)" = "405 " ]; check trailer_obs_fold_across_reads_refused $? "$(echo "$out" | status_lines)"
+alive obs_fold
 
 # ---- a body dropped after the answer: past its bound the connection ends, with no
 # answer to a request that had its answer ----

@@ -110,9 +110,9 @@ struct h1_conn {
     uint16_t head_flags;           /* llhttp's flags as the head left them */
     size_t discarded;
     uint8_t phase;                 /* enum h1_phase */
-    const char *exec_start, *exec_end;   /* the bytes llhttp is parsing now */
-    const char *vspan_end;         /* where the last value span ended */
-    bool vspan_at_end;             /* ... at the end of its bytes (it may go on in the next) */
+    const char *exec_start;        /* the bytes llhttp is parsing now ... */
+    uint64_t fed;                  /* ... start this far into the connection's input */
+    uint64_t vspan_end;            /* where in the input the last value span ended */
     bool version_seen;             /* the request line named a version (else HTTP/0.9) */
     bool host_seen, te_seen, close_after, upgrading;
     int error;                     /* the status a bad head gets */
@@ -284,16 +284,16 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
 
 /* llhttp passes obs-fold through as a second span of the same value (the CRLF left
  * out), where a value split between two reads is also two spans: a fold is a span that
- * neither starts where the last one ended nor continues one cut off by the end of the
- * bytes, or a value that starts with whitespace (llhttp skips leading OWS itself). */
+ * does not start where the last one ended in the input - positions counted across reads,
+ * since a read boundary may fall anywhere, right before a fold's text too - or a value
+ * that starts with whitespace (llhttp skips leading OWS itself). */
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
-    bool continues = at == h->vspan_end || (at == h->exec_start && h->vspan_at_end);
-    if ((h->value.len && !continues) || (!h->value.len && n && (at[0] == ' ' || at[0] == '\t')))
+    uint64_t pos = h->fed + (uint64_t)(at - h->exec_start);
+    if ((h->value.len && pos != h->vspan_end) || (!h->value.len && n && (at[0] == ' ' || at[0] == '\t')))
         return fail(p, 400);
-    h->vspan_end = at + n;
-    h->vspan_at_end = at + n == h->exec_end;
+    h->vspan_end = pos + n;
     return add_span(p, &h->value, at, n);
 }
 
@@ -637,9 +637,9 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
         if (!give)
             break;
         h->exec_start = p;
-        h->exec_end = p + give;
         llhttp_errno_t err = llhttp_execute(&h->parser, p, give);
         size_t took = err == HPE_OK ? give : (size_t)(llhttp_get_error_pos(&h->parser) - p);
+        h->fed += took;
         *used += took;
         p += took;
         n -= took;

@@ -139,23 +139,8 @@ else
 fi
 if command -v haproxy >/dev/null; then
   HPORT=$(free_port)
-  cat > "$TMP/haproxy.cfg" <<EOF
-global
-  log stderr format short local0 info
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 5s
-  timeout server 5s
-frontend fe
-  bind 127.0.0.1:$HPORT
-  default_backend be
-backend be
-  option httpchk GET /-/healthz
-  http-check expect status 200
-  server h2park 127.0.0.1:$PORT check inter 200ms fall 1 rise 1
-EOF
-  haproxy -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 & HPPID=$!; PIDS="$PIDS $HPPID"
+  start_haproxy_http "$HPORT" "option httpchk GET /-/healthz" "http-check expect status 200" \
+    "server h2park 127.0.0.1:$PORT check inter 200ms fall 1 rise 1"
   # Up once haproxy listens and its first check has passed (a loaded machine may take
   # longer than a fixed wait); a check that failed is in its log either way.
   for i in $(seq 1 50); do

@@ -5,9 +5,9 @@
 # head, never moving it), trailers of pipelined requests, trailer limits; the request
 # line of RFC 9112 (absolute-form, versions, HTTP/0.9, HTTP/1.0 with Transfer-Encoding, an
 # invalid Host); obs-fold cut by read boundaries; every error the parser decides on in the
-# access log; no answer to a request that was answered already.  The same over TLS and behind haproxy in mode http,
-# which forwards request trailers.  Each group runs against a daemon of its own, so one
-# that kills the daemon fails its own tests and not the rest.
+# access log; no answer to a request that was answered already.  The same over TLS and
+# behind haproxy in mode http, which forwards request trailers.  Each group runs against a
+# daemon of its own, so one that kills the daemon fails its own tests and not the rest.
 . "$(dirname "$0")/lib.sh"
 make_site
 printf 'preface_timeout = 1s\n' > "$TMP/short.conf"
@@ -168,21 +168,7 @@ alive parser_errors_logged
 if command -v haproxy >/dev/null; then
   group
   HPORT=$(free_port)
-  cat > "$TMP/haproxy.cfg" <<EOF
-global
-  log stderr format short local0 info
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 5s
-  timeout server 5s
-frontend fe
-  bind 127.0.0.1:$HPORT
-  default_backend be
-backend be
-  server h2park 127.0.0.1:$PORT
-EOF
-  haproxy -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 & HPPID=$!; PIDS="$PIDS $HPPID"
+  start_haproxy_http "$HPORT" "server h2park 127.0.0.1:$PORT"
   for i in $(seq 1 50); do [ "$(code "$HPORT" /-/healthz)" = 200 ] && break; sleep 0.1; done
   hsteps() { local save=$PORT; PORT=$HPORT; steps "$@"; PORT=$save; }
   out=$(hsteps "POST /-/healthz HTTP/1.1\r\n$CHUNKED\r\n3\r\nabc\r\n" "0\r\nX-Trailer: y\r\n\r\n" "$NEXT")

@@ -148,6 +148,16 @@ reload_and_wait() {
   return 1
 }
 
+# start_haproxy_http HPORT LINE...: haproxy in mode http on 127.0.0.1:HPORT, its backend
+# made of the given lines (server, checks); sets HPPID, logs to $TMP/haproxy.log.
+start_haproxy_http() {
+  local hport=$1; shift
+  { printf 'global\n  log stderr format short local0 info\ndefaults\n  mode http\n  timeout connect 2s\n'
+    printf '  timeout client 5s\n  timeout server 5s\nfrontend fe\n  bind 127.0.0.1:%s\n  default_backend be\n' "$hport"
+    printf 'backend be\n'; printf '  %s\n' "$@"; } > "$TMP/haproxy.cfg"
+  haproxy -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 & HPPID=$!; PIDS="$PIDS $HPPID"
+}
+
 # get PORT PATH: the body of an HTTP/1.1 GET (empty if it failed).
 get() { curl -s -m 5 "http://127.0.0.1:$1$2"; }
 code() { curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1$2"; }

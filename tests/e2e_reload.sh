@@ -98,7 +98,11 @@ reload_and_wait
 wait "$RPID"
 grep -q 'GOAWAY last=0 error=0' "$TMP/idle.out"; check reload_idle_timeout_open_connection $? "$(tr '\n' ';' < "$TMP/idle.out")"
 
-# Parking off: every connection gets its serve loop, as at accept with parking off.
+# Parking off: every connection gets its serve loop, as at accept with parking off.  The
+# 1 s idle_timeout above goes first: under load it closed the idle connections before
+# the reload that was to find them.
+conf "listen = 127.0.0.1:$P2" "root = $TMP/www2"
+reload_and_wait
 h2load_idle 20 "http://127.0.0.1:$P2" 30
 sleep 1
 conf "listen = 127.0.0.1:$P2" "root = $TMP/www2" "parking = off"

@@ -127,7 +127,7 @@ for proto in h1 h2c tls; do
     h2c) opt="--http2-prior-knowledge http://127.0.0.1:$PORT" ;;
     tls) opt="-k --http2 https://127.0.0.1:$TPORT" ;;
   esac
-  timeout 30 curl -s --limit-rate 5M -o "$TMP/shrinks.out" ${opt%% *} "${opt#* }/shrinks.bin" & CP=$!
+  timeout 30 curl -s --limit-rate 5M -o "$TMP/shrinks.out" ${opt% *} "${opt##* }/shrinks.bin" & CP=$!
   sleep 1
   truncate -s $((1 << 20)) "$TMP/www/shrinks.bin"
   wait $CP; rc=$?

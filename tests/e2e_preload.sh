@@ -185,7 +185,7 @@ start_redis() { # start_redis NAME [preload]: sets RPORT, RPID
   for attempt in 1 2 3 4 5; do
     RPORT=$(free_port $((attempt + 10)))
     if [ -n "${2:-}" ]; then
-      pre "$1" redis-server --port "$RPORT" --save '' --appendonly no --daemonize no > "$TMP/$1.log" 2>&1 &
+      pre "$1" exec redis-server --port "$RPORT" --save '' --appendonly no --daemonize no > "$TMP/$1.log" 2>&1 &
     else
       redis-server --port "$RPORT" --save '' --appendonly no --daemonize no > "$TMP/$1.log" 2>&1 &
     fi

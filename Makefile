@@ -2,6 +2,7 @@
 #
 #   make                   the daemon, libscalloc.a and libscalloc.so, tools, tests and benches
 #   make run               build and start the daemon on the embedded default config
+#                          (ARGS='--parking off' passes options)
 #   make test              build and run every test; SAN=1 under ASan+UBSan; TSAN=1 the
 #                          allocator, coroutine and stress tests under ThreadSanitizer
 #   make install           install-daemon and install-lib, under PREFIX (/usr/local),
@@ -117,17 +118,26 @@ TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
 TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy
 
-.PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers deps-build deps-test deps-bench clean
-all: $(BUILD)/.deps-build $(TARGETS)
+.PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
+all: $(TARGETS)
 
-$(BUILD)/.deps-build: scripts/ensure-deps.sh
-	@scripts/ensure-deps.sh build && touch $@
-$(BUILD)/.deps-test: scripts/ensure-deps.sh
-	@scripts/ensure-deps.sh test && touch $@
-$(BUILD)/.deps-bench: scripts/ensure-deps.sh
-	@scripts/ensure-deps.sh bench && touch $@
-$(BUILD)/.deps-fuzz: scripts/ensure-deps.sh
-	@scripts/ensure-deps.sh fuzz && touch $@
+# The Debian packages the goals need, installed before make reads a rule that names their
+# files: make would otherwise remember /usr/share/llhttp as missing and stop with "No rule
+# to make target" on a fresh machine.  Each purpose's check is an included makefile that is
+# always remade (scripts/ensure-deps.sh, a dpkg-query) and changes only when packages were
+# installed, which makes make read everything again, from a fresh look at the disk.  Not
+# root, the check installs nothing: it stops and prints the apt-get line.
+DEPS_FOR := $(sort $(if $(filter test test-preload,$(MAKECMDGOALS)),test) \
+                   $(if $(filter bench-%,$(MAKECMDGOALS)),bench) \
+                   $(if $(filter fuzz,$(MAKECMDGOALS)),fuzz))
+DEPS_FOR := $(if $(DEPS_FOR),$(DEPS_FOR),$(if $(filter-out clean,$(or $(MAKECMDGOALS),all)),build))
+ifneq ($(DEPS_FOR),)
+include $(DEPS_FOR:%=$(BUILD)/deps/%.mk)
+endif
+$(BUILD)/deps/%.mk: FORCE
+	@scripts/ensure-deps.sh $* $@
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/mksizeclasses: alloc/mksizeclasses.c
 	$(CC) -std=gnu11 -O1 $(WARN) -o $@ $<
@@ -236,12 +246,12 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/h
 	$(CC) -fsanitize=fuzzer -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
 FUZZ_SECONDS ?= 60
-fuzz: $(BUILD)/.deps-fuzz
+fuzz:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzzing CC=clang SAN=fuzz fuzzers
 	@BUILD=$(BUILD)/fuzzing FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 run: all
-	@scripts/run-default.sh $(BUILD)
+	@scripts/run-default.sh $(BUILD) $(ARGS)
 
 # The daemon as a service.  The manual is generated from the operations and configuration
 # pages of docs/ (scripts/man.awk).
@@ -295,10 +305,10 @@ VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc \
                  $(BUILD)/checks/tests/test_coro
 ifeq ($(TSAN),1)
 TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
-test: $(BUILD)/.deps-test $(TEST_PROGS)
+test: $(TEST_PROGS)
 else
 TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))
-test: $(BUILD)/.deps-test all
+test: all
 endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
@@ -306,10 +316,10 @@ endif
 	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
 
 # The drop-in under real programs alone (make test runs it too).
-test-preload: $(BUILD)/.deps-test all
+test-preload: all
 	@BUILD=$(BUILD) TESTS= E2E=tests/e2e_preload.sh tests/run.sh
 
-bench-alloc: $(BUILD)/.deps-bench all
+bench-alloc: all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 $(BUILD)/nospec/bench/bench_alloc $(BUILD)/nospec/h2park
 	@BUILD=$(BUILD) bench/bench-alloc.sh
 	@$(MAKE) --no-print-directory bench-programs
@@ -317,10 +327,10 @@ bench-alloc: $(BUILD)/.deps-bench all
 # The drop-in against glibc, jemalloc, mimalloc and tcmalloc on workloads and programs
 # (docs/performance.md's table); BENCH_QUICK=1 runs one short round, BENCH_OPTS passes the
 # script's options (--only W,W --allocs A,A --rounds N: a run in pieces).
-bench-programs: $(BUILD)/.deps-bench all
+bench-programs: all
 	@BUILD=$(BUILD) bench/bench-programs.sh $(if $(BENCH_QUICK),--quick) $(BENCH_OPTS)
 
-bench-coro: $(BUILD)/.deps-bench all
+bench-coro: all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext $(BUILD)/ucontext/bench/bench_coro
 	@BUILD=$(BUILD) bench/bench-coro.sh
 

@@ -1,10 +1,16 @@
 #!/bin/sh
-# ensure-deps.sh build|test|bench|fuzz: checks that the Debian packages a make target needs are
-# installed; as root with apt-get, installs the missing ones, otherwise stops and names
-# the exact packages to install.  Keeps one list per purpose so `make` does not pull in
-# the test clients and `make test` does not pull in the benchmark peers.
+# ensure-deps.sh build|test|bench|fuzz [STAMP]: checks that the Debian packages a make target
+# needs are installed; as root with apt-get, installs the missing ones, otherwise stops and
+# names the exact packages to install.  Keeps one list per purpose so `make` does not pull
+# in the test clients and `make test` does not pull in the benchmark peers.
+#
+# With STAMP (the Makefile's included build/deps/PURPOSE.mk), STAMP is written when it is
+# missing or when packages were installed, and left alone otherwise: make rereads its
+# makefiles when an included one changes, so the rules that name files from those packages
+# (llhttp's sources, the headers) are read again once the packages are there.
 set -eu
-want=${1:?usage: ensure-deps.sh build|test|bench|fuzz}
+want=${1:?usage: ensure-deps.sh build|test|bench|fuzz [STAMP]}
+stamp=${2:-}
 build="pkg-config libnghttp2-dev libev-dev libssl-dev node-llhttp"
 # systemd: systemd-socket-activate and systemd-analyze; man-db and groff-base: the manual;
 # prometheus: promtool checks /metrics; valgrind: the instruction budget (e2e_instructions); the
@@ -22,12 +28,22 @@ case $want in
   *) echo "ensure-deps.sh: unknown purpose '$want'" >&2; exit 2 ;;
 esac
 
+write_stamp() {
+  [ -n "$stamp" ] || return 0
+  mkdir -p "$(dirname "$stamp")"
+  printf '# %s: the packages of scripts/ensure-deps.sh %s were installed here\n' "$(date -u +%FT%TZ)" "$want" > "$stamp"
+}
+
+# One dpkg-query for the lot: a package it does not know is reported on stderr, not listed.
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' $pkgs 2>/dev/null | sed -n 's/^\([^ ]*\) .* installed$/\1/p' || true)
 missing=""
 for p in $pkgs; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  case $status in *" installed") ;; *) missing="$missing $p" ;; esac
+  case " $(echo $installed) " in *" $p "*) ;; *) missing="$missing $p" ;; esac
 done
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+  [ -z "$stamp" ] || [ -f "$stamp" ] || write_stamp
+  exit 0
+fi
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "ensure-deps: installing$missing" >&2
@@ -36,6 +52,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -q >&2
     apt-get install -y -q --no-install-recommends $missing >&2
   fi
+  write_stamp
   exit 0
 fi
 echo "ensure-deps: missing packages for '$want':$missing" >&2

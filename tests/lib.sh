@@ -5,8 +5,18 @@ BUILD=${BUILD:-build}
 H2PARK=${H2PARK:-$BUILD/h2park}
 TMP=$(mktemp -d /tmp/h2park-test.XXXXXX)
 PIDS=""
+# A process started in the background through a function or a subshell is a child of the
+# PID recorded: the whole tree goes, found by parentage (never by name: other people's
+# daemons run on this machine too), and only in this test's session: a PID that ended
+# long ago may have been reused by someone else's process.
+descendants() { local c; for c in $(pgrep -P "$1"); do descendants "$c"; echo "$c"; done; }
 cleanup() {
-  for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+  local p tree="" sid
+  sid=$(ps -o sid= -p $$ | tr -d ' ')
+  for p in $PIDS; do tree="$tree $(descendants "$p") $p"; done
+  for p in $tree; do
+    [ "$(ps -o sid= -p "$p" 2>/dev/null | tr -d ' ')" = "$sid" ] && kill -9 "$p" 2>/dev/null
+  done
   rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM

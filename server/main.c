@@ -10,7 +10,8 @@
  * was, and is logged.  A reload is not begun while the workers are still taking the
  * last one: a SIGHUP meanwhile is carried out once they have.
  *
- * Signals arrive on the main thread's loop: HUP reloads; TERM and INT stop (GOAWAY to
+ * Signals arrive on the main thread's loop: HUP reloads; USR1 reopens the access log (as
+ * nginx does, for logrotate's postrotate); TERM and INT stop (GOAWAY to
  * every connection, streams in flight finish for up to shutdown_timeout), and a second
  * TERM or INT exits at once.  systemd hears READY=1 once every worker serves, RELOADING=1
  * and READY=1 around a reload, and STOPPING=1 (notify.c).  Also here: the allocator
@@ -50,14 +51,15 @@ static void usage(FILE *f)
             "      --root DIR           serve static files from DIR\n"
             "      --workers N          worker threads (default: number of CPUs)\n"
             "      --parking on|off     park idle serve loops (default on)\n"
-            "      --access-log FILE    one line per stream\n"
+            "      --access-log FILE    one line per request\n"
             "      --log-level LEVEL    error, warn, info or debug\n"
             "      --check              check the configuration (and bind each address, load the certificate,\n"
             "                           open root and the access log) and exit\n"
             "      --print-default-config  print the embedded default config and exit\n"
             "  -V, --version            print version and build options\n"
             "  -h, --help               this text\n"
-            "signals: HUP reloads the configuration; TERM or INT stops gracefully, a second one at once\n"
+            "signals: HUP reloads the configuration; USR1 reopens the access log; TERM or INT stops gracefully,\n"
+            "  a second one at once\n"
             "environment: H2PARK_DEBUG=http2serveparking=0|1[,corostackpaint=1]; from systemd:\n"
             "  LISTEN_FDS/LISTEN_PID (socket activation), NOTIFY_SOCKET (readiness)\n");
 }
@@ -275,6 +277,14 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
             reload();
         return;
     }
+    if (w->signum == SIGUSR1) {
+        /* The running configuration's file, opened again (log.c swaps it in atomically). */
+        if (access_log_open(cfg.access_log))
+            log_msg(LOG_ERROR, "SIGUSR1: cannot reopen access_log %s: %s", cfg.access_log, strerror(errno));
+        else if (cfg.access_log[0])
+            log_msg(LOG_INFO, "SIGUSR1: reopened access_log %s", cfg.access_log);
+        return;
+    }
     const char *name = w->signum == SIGTERM ? "SIGTERM" : "SIGINT";
     if (stopping) {
         log_msg(LOG_WARN, "second %s: exiting now", name);
@@ -335,15 +345,16 @@ int main(int argc, char **argv)
     worker_config_hook = app_configure;
 
     main_loop = ev_default_loop(EVFLAG_AUTO);
-    ev_signal sigs[3];
-    int signums[3] = { SIGINT, SIGTERM, SIGHUP };
-    for (int i = 0; i < 3; i++) {
+    enum { NSIGNALS = 4 };
+    ev_signal sigs[NSIGNALS];
+    int signums[NSIGNALS] = { SIGINT, SIGTERM, SIGHUP, SIGUSR1 };
+    for (int i = 0; i < NSIGNALS; i++) {
         ev_signal_init(&sigs[i], on_signal, signums[i]);
         ev_signal_start(main_loop, &sigs[i]);
     }
     sigset_t block, old;
     sigemptyset(&block);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NSIGNALS; i++)
         sigaddset(&block, signums[i]);
     pthread_sigmask(SIG_BLOCK, &block, &old);     /* workers inherit this: signals go to main */
     if (workers_start(main_loop, on_workers)) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The daemon's life: SIGTERM lets a request in flight finish and exits 0; SIGHUP
-# reopens the access log and reloads the certificate; the access log has one line per
-# stream; configuration mistakes exit 2 naming file, line and problem.
+# reopens the access log and reloads the certificate, SIGUSR1 reopens the access log
+# alone; the access log has one line per request; configuration mistakes exit 2 naming
+# file, line and problem.
 . "$(dirname "$0")/lib.sh"
 make_site
 
@@ -15,7 +16,7 @@ wait "$DPID"; status=$?
 [ "$(cat "$TMP/slow.code")" = 200 ] && grep -q 'waited 1500 ms' "$TMP/slow.out" && [ "$status" = 0 ]
 check sigterm_finishes_inflight_then_exit_0 $? "code $(cat "$TMP/slow.code"), exit $status"
 grep -q '"GET /-/delay?ms=1500 HTTP/2.0" 200 ' "$TMP/access.log" && grep -qE ' h2c [0-9.]+$' "$TMP/access.log"
-check access_log_line_per_stream $? "$(tail -2 "$TMP/access.log")"
+check access_log_line_per_request $? "$(tail -2 "$TMP/access.log")"
 
 start_daemon --access-log "$TMP/access.log"
 curl -s -o /dev/null -k --http2 "https://127.0.0.1:$TPORT/"
@@ -30,6 +31,19 @@ serial2=$(echo | openssl s_client -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/nu
 [ -f "$TMP/access.log" ] && grep -q 'style.css' "$TMP/access.log" && ! grep -q 'style.css' "$TMP/access.log.1"
 check sighup_reopens_access_log $? "$(ls "$TMP")"
 [ -n "$serial1" ] && [ "$serial1" != "$serial2" ]; check sighup_reloads_certificate $? "$serial1 / $serial2"
+# SIGUSR1 (nginx's, and logrotate's usual postrotate): the access log reopened, nothing
+# else read again - the certificate stays the one loaded.
+mv "$TMP/access.log" "$TMP/access.log.2"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" \
+  -days 2 -subj /CN=not-reloaded >/dev/null 2>&1
+kill -USR1 "$DPID"
+for i in $(seq 1 50); do grep -q 'SIGUSR1: reopened access_log' "$TMP/daemon.log" && break; sleep 0.1; done
+curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$PORT/index.html"
+serial3=$(echo | openssl s_client -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/null | openssl x509 -noout -serial)
+[ -f "$TMP/access.log" ] && grep -q 'index.html' "$TMP/access.log" && ! grep -q 'index.html' "$TMP/access.log.2" &&
+  grep -q "SIGUSR1: reopened access_log $TMP/access.log" "$TMP/daemon.log"
+check sigusr1_reopens_access_log $? "$(ls "$TMP"; kill -0 "$DPID" || echo 'daemon gone'; tail -2 "$TMP/daemon.log")"
+[ -n "$serial3" ] && [ "$serial3" = "$serial2" ]; check sigusr1_reloads_nothing_else $? "$serial2 / $serial3"
 # A client offering OpenSSL's defaults (AES-256-GCM first) gets AES-128-GCM: the cheaper
 # suite, chosen by the server, in TLS 1.3 and 1.2.
 suite13=$(echo | openssl s_client -connect "127.0.0.1:$TPORT" -alpn h2 2>/dev/null | sed -n 's/.*Cipher is //p' | head -1)

@@ -327,8 +327,10 @@ void request_closed(struct request *r)
     struct conn *c = r->c;
     if (r->state == REQ_DONE || r->state == REQ_ORPHANED)
         return;
-    if (r->responded && request_log_hook)
+    if (r->responded && request_log_hook) {
+        r->ended = ev_time();       /* not ev_now: the loop's clock stands still within an iteration */
         request_log_hook(r);
+    }
     if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0 && !c->head_due)
         c->since = ev_now(c->w->loop);
     if (r->state == REQ_HANDLING) {
@@ -797,6 +799,7 @@ bool req_is_head(const struct request *r) { return r->head; }
 int64_t req_content_length(const struct request *r) { return r->content_length; }
 double req_now(const struct request *r) { return ev_now(r->c->w->loop); }
 double req_started(const struct request *r) { return r->started; }
+double req_duration(const struct request *r) { return r->ended > r->started ? r->ended - r->started : 0; }
 int req_status(const struct request *r) { return r->status; }
 uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
 

@@ -50,6 +50,9 @@ size_t req_header_count(const struct request *r);
 struct header req_header_at(const struct request *r, size_t i);
 double req_now(const struct request *r);               /* the worker's clock, seconds */
 double req_started(const struct request *r);           /* when the head was complete */
+/* For the logger (request_set_logger): from the head to the end of the exchange, read
+ * from the clock as it ended, to the microsecond. */
+double req_duration(const struct request *r);
 
 /* The request body as a blocking read: > 0 bytes, 0 at its end, -1 if the exchange is
  * gone (reset, closed, timed out). */

@@ -132,6 +132,17 @@ for fam in h2park_connections h2park_connections_parked h2park_connections_accep
 done && ok metrics_families
 echo "$m" | grep -q '^h2park_request_duration_seconds_count{protocol="http/1.1"} [1-9]' && echo "$m" | grep -q '^h2park_responses_total{code="4xx"} [1-9]'
 check metrics_count_requests $? "$(echo "$m" | grep -E 'duration_seconds_count|responses_total' | tr '\n' '|')"
+# Request durations resolve this server's latencies: buckets from 25 us up, in order, and
+# a small response timed to the microsecond (read from the loop's clock, which stands still
+# within an iteration, twenty of them summed to 0).
+for i in $(seq 1 20); do curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$PORT/-/healthz"; done
+m=$(c1 "$H/metrics")
+les=$(echo "$m" | sed -n 's/^h2park_request_duration_seconds_bucket{protocol="h2c",le="\([^"]*\)"}.*/\1/p' | tr '\n' ' ')
+sum=$(echo "$m" | sed -n 's/^h2park_request_duration_seconds_sum{protocol="h2c"} //p')
+echo "$les" | awk '{ if ($1 != "2.5e-05" || $NF != "+Inf") exit 1; for (i = 2; i < NF; i++) if ($i + 0 <= $(i - 1) + 0) exit 1 }' &&
+  awk -v s="$sum" 'BEGIN { exit !(s > 0) }'
+check metrics_duration_buckets_from_25us $? "le: $les; h2c sum $sum"
+echo "# h2c request durations (cumulative by bucket): $(echo "$m" | grep '^h2park_request_duration_seconds_bucket{protocol="h2c"' | sed 's/.*le="\([^"]*\)"} /\1:/' | tr '\n' ' ')"
 if command -v promtool >/dev/null; then
   out=$(echo "$m" | promtool check metrics 2>&1); [ -z "$out" ]; check promtool_check_metrics $? "$out"
 else

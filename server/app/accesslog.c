@@ -142,7 +142,7 @@ void access_log_request(const struct request *r)
     if (!access_log_enabled())
         return;
     struct line l = { .len = 0 };
-    double secs = req_now(r) - req_started(r);
+    double secs = req_duration(r);
     if (cfg.access_log_format == ACCESS_LOG_JSON) {
         put(&l, "{\"time\":\"", 9);
         put_str(&l, stamp(true));

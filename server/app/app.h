@@ -56,7 +56,7 @@ void access_log_request(const struct request *r);
 
 /* metrics.c: responses by status class and request durations by protocol, per worker
  * thread, summed for /metrics. */
-#define DURATION_BUCKETS 14
+#define DURATION_BUCKETS 18
 #define METRIC_PROTOCOLS 3
 extern const double duration_bounds[DURATION_BUCKETS];
 extern const char *const metric_protocols[METRIC_PROTOCOLS];

@@ -8,8 +8,10 @@
 #include "app/app.h"
 #include "scalloc.h"
 
-const double duration_bounds[DURATION_BUCKETS] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                    0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+/* From 25 us: a small response here takes tens of microseconds from its head to its last
+ * byte written, so buckets that started at 0.5 ms put every request in the first. */
+const double duration_bounds[DURATION_BUCKETS] = { 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
 const char *const metric_protocols[METRIC_PROTOCOLS] = { "http/1.1", "h2", "h2c" };
 
 struct metrics_block {
@@ -39,7 +41,7 @@ void metrics_record(const struct request *r)
     /* "http/1.1", "h2" or "h2c" (metric_protocols' order), told apart without a compare. */
     const char *proto = req_protocol(r);
     int p = proto[0] == 'h' && proto[1] == '2' ? (proto[2] == 'c' ? 2 : 1) : 0;
-    double d = req_now(r) - req_started(r);
+    double d = req_duration(r);
     int b = 0;
     while (b < DURATION_BUCKETS && d > duration_bounds[b])
         b++;

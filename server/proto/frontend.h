@@ -84,6 +84,7 @@ struct request {
     ev_tstamp in_progress;                /* request body last arrived or was all read */
     ev_tstamp out_progress;               /* response data last went out or became ready */
     ev_tstamp started;
+    ev_tstamp ended;                      /* read from the clock as the exchange ended */
 };
 
 /* The response fields, in r->resp as respond wrote them: per field the lengths of its

@@ -1,4 +1,4 @@
-/* Buffer growth (Go's growslice/nextslicecap, seed 001): how much capacity a growable
+/* Buffer growth (Go's growslice, nextslicecap in runtime/slice.go): how much capacity a growable
  * buffer takes when it must grow.
  *
  * Doubling while small keeps appends cheap; above 256 elements the factor eases from 2

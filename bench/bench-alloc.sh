@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench-alloc.sh: every allocator measurement in one run, printed as the README's tables
+# bench-alloc.sh: every allocator measurement in one run, printed as docs/performance.md's tables
 # (Markdown) and kept in $BUILD/bench/alloc-report.md with the raw figures beside it.
 #   instructions: callgrind, each loop between client requests, the empty loop subtracted
 #   time: best-median of 5 runs; size-specialized on and off are two builds of one file
@@ -93,7 +93,7 @@ END {
       print line
     }
   }
-  onoff("pair", "**Size-specialized malloc, on vs off (seed 003), malloc+free pair**")
+  onoff("pair", "**Size-specialized malloc, on vs off, malloc+free pair**")
   onoff("malloc", "**Size-specialized malloc, on vs off: the malloc alone (the mallocs of the batches, frees not counted)**")
   printf "\n`.text` of build/h2park: %d bytes with size-specialized malloc, %d without (%+d bytes, %+.2f%%).\n", text_on, text_off, text_on - text_off, 100 * (text_on - text_off) / text_off
   print "\n**RSS per live object, 1,000,000 objects**\n"
@@ -101,7 +101,7 @@ END {
   m = split("sc glibc jemalloc mimalloc tcmalloc", ra, " ")
   for (i = 1; i <= m; i++) if (rss[ra[i], 24] != "")
     printf "| %s | %.2f | %.2f | %.2f | %.2f |\n", ra[i], rss[ra[i], 24], rss[ra[i], 100], rss[ra[i], 4], rss[ra[i], "1-15"]
-  print "\n**Growth policies (seed 001): append one byte at a time to every target from 320 KiB to 16 MiB**\n"
+  print "\n**Growth policies: append one byte at a time to every target from 320 KiB to 16 MiB**\n"
   print "| policy | targets | reallocations | bytes allocated | mean tail waste | time (ms) |"; print "|---|---:|---:|---:|---:|---:|"
   for (i = 1; i <= ng; i++) { split(g[i], f, "\t"); printf "| %s | %d | %d | %.0f MiB | %.0f KiB | %.0f |\n", f[2], f[7], f[3], f[4] / 1048576, f[5] / 1024, f[6] }
 }' "$RAW" | tee "$REPORT"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench-programs.sh [--quick] [--rounds N] [--only W,W...] [--allocs A,A...]: whole allocators compared by LD_PRELOAD on workloads and real
 # programs - scalloc (build/libscalloc.so), glibc (nothing preloaded), jemalloc, mimalloc and
-# tcmalloc (Debian's libraries, where installed).  Prints the README's tables (Markdown)
+# tcmalloc (Debian's libraries, where installed).  Prints docs/performance.md's tables (Markdown)
 # and keeps them in $BUILD/bench/programs-report.md, the raw figures in programs-raw.tsv.
 #
 # Workloads (bench/bench_workloads.c): larson, xmalloc-test, cache-scratch, glibc-simple,

@@ -1,4 +1,4 @@
-/* bench_alloc: the allocator measurements behind the README's tables.
+/* bench_alloc: the allocator measurements behind docs/performance.md's tables.
  *
  *   bench_alloc time [ALLOC...]   ns per malloc+free pair and per allocation in batches
  *                                 of 1000, every size, for each allocator
@@ -7,7 +7,7 @@
  *   bench_alloc rss               bytes of RSS per live object, 1,000,000 objects of 24,
  *                                 100 and 4 bytes and of 1..15 bytes in turn, each allocator
  *                                 in a fresh child process
- *   bench_alloc growth            seed 001's growth experiment
+ *   bench_alloc growth            growth policies: Go's, doubling, and the smooth x2 -> x1.125 of the Go proposal "runtime: smoother growth rate transition yields great results"
  *   bench_alloc stats             us per sc_read_stats with 10^6 live 24 B objects and with
  *                                 10^5 of 1 KiB (it walks every span)
  *
@@ -363,7 +363,7 @@ static void cmd_rss(int argc, char **argv)
     }
 }
 
-/* ---- seed 001: growth policies ---- */
+/* ---- growth policies (Go's, x2, and the proposal's smooth x2 -> x1.125) ---- */
 static size_t grow_x2(size_t cap, size_t need)
 {
     size_t c = cap ? cap * 2 : 8;

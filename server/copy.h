@@ -7,7 +7,7 @@
  * 1.4 (pread from the page cache); any other distance, even an odd one, is fast.  HTTP/2
  * puts a 9-byte frame header before each payload and OpenSSL an 8-byte-aligned record
  * header before its plaintext, so copies from page-aligned sources (file pages, large
- * buffers) meet it every few frames.  The README (CPU per request) has the measurements.
+ * buffers) meet it every few frames.  docs/performance.md (CPU per request) has the measurements.
  *
  * copy_near_behind says whether a copy from src to dst is in that case (with a margin:
  * up to 63 bytes, one cache line); copy_apart copies such a pair in pieces below glibc's

@@ -1,6 +1,6 @@
 #!/bin/bash
 # What one hostile client can and cannot do.  Each attack is a test that failed on the
-# daemon before its fix (see README, "Limits"): crashes (a timer that expired as its
+# daemon before its fix (see docs/http.md, "Limits"): crashes (a timer that expired as its
 # stream was reset, a NUL in an HTTP/1.1 head), a worker kept busy (useless-frame
 # floods, an endless upload), resets provoked instead of sent (MadeYouReset), memory
 # pinned by silence (a body that never comes, a zero window), files under root that

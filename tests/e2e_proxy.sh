@@ -4,7 +4,7 @@
 # address, not haproxy's; haproxy's health checks (LOCAL headers) keep the server UP.
 # Hostile peers get closed: no header, a malformed one, one that never comes (after
 # preface_timeout); one that trickles in a byte at a time is still read exactly.
-# Then the README's reference deployment: two h2park behind haproxy with health checks
+# Then the reference deployment of docs/operations.md: two h2park behind haproxy with health checks
 # on /-/healthz, one stopped (GOAWAY, drain) while h2load runs through haproxy, no
 # request failed.
 . "$(dirname "$0")/lib.sh"

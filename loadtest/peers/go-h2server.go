@@ -1,5 +1,5 @@
 // go-h2server: the minimal Go net/http HTTP/2 server the idle-memory experiment compares
-// with (seed 002 measured Go's server; this is its pre-parking version, Debian's Go).
+// with (the measurement of Go 1.28's http2serveparking used Go's server; this is its pre-parking version, Debian's Go).
 // h2 over TLS when -cert/-key are given (net/http's built-in HTTP/2), h2c with prior
 // knowledge otherwise (golang.org/x/net/http2/h2c).  Static files from -root.
 package main

@@ -392,7 +392,7 @@ int worker_init_loop(struct worker *w)
 }
 
 /* AddressSanitizer pads every frame with redzones: the measured default stack (see the
- * README) is too small for its builds, so they get twice as much. */
+ * docs/coroutines.md) is too small for its builds, so they get twice as much. */
 #if defined(__SANITIZE_ADDRESS__)
 #define STACK_SCALE 2
 #elif defined(__has_feature)

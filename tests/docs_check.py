@@ -65,6 +65,19 @@ def code_names(cell):
     return re.findall(r"`([^`]+)`", cell)
 
 
+def both_ways(name, actual, documented, undocumented_why, absent_why):
+    """Fails NAME for each of actual not in documented and each of documented not in
+    actual (the whys take the item); returns how many."""
+    bad = 0
+    for x in sorted(set(actual) - set(documented)):
+        fail(name + "_documented", undocumented_why % x)
+        bad += 1
+    for x in sorted(set(documented) - set(actual)):
+        fail(name + "_exists", absent_why % x)
+        bad += 1
+    return bad
+
+
 # ---- configuration keys ----
 
 def probe(h2park, text):
@@ -109,14 +122,9 @@ def check_keys(h2park):
     keys, err = parser_keys(h2park)
     if err:
         return fail("docs_config_keys", err)
-    undocumented = sorted(keys - set(documented))
-    unknown = sorted(set(documented) - keys)
-    for k in undocumented:
-        fail("docs_config_key_documented", "key '%s' is accepted by the parser but not documented in %s "
-             "(add a row to its Keys table)" % (k, doc))
-    for k in unknown:
-        fail("docs_config_key_exists", "%s documents key '%s', which the parser does not accept" % (doc, k))
-    if not undocumented and not unknown:
+    if not both_ways("docs_config_key", keys, documented,
+                     "key '%%s' is accepted by the parser but not documented in %s (add a row to its Keys table)" % doc,
+                     "%s documents key '%%s', which the parser does not accept" % doc):
         ok("docs_config_keys (%d keys, every one documented)" % len(keys))
 
     # config/default.conf: set or shown commented out, every key documented and set to
@@ -166,14 +174,8 @@ def check_metrics(url):
         m = re.match(r"# TYPE (\S+) (\S+)", line)
         if m:
             exported[m.group(1)] = m.group(2)
-    bad = 0
-    for name in sorted(set(exported) - set(documented)):
-        fail("docs_metrics_documented", "/metrics exports %s (%s), not in %s's /metrics table"
-             % (name, exported[name], doc))
-        bad += 1
-    for name in sorted(set(documented) - set(exported)):
-        fail("docs_metrics_exported", "%s documents %s, which /metrics does not export" % (doc, name))
-        bad += 1
+    bad = both_ways("docs_metrics", exported, documented, "/metrics exports %%s, not in %s's /metrics table" % doc,
+                    "%s documents %%s, which /metrics does not export" % doc)
     for name in sorted(set(documented) & set(exported)):
         if documented[name] and documented[name] != exported[name]:
             fail("docs_metrics_types", "%s is a %s, %s says %s" % (name, exported[name], doc, documented[name]))
@@ -188,14 +190,8 @@ def check_stats(url):
     for r in tables(doc, "field"):
         documented |= set(code_names(r[0]))
     fields = set(json.loads(fetch(url)))
-    bad = 0
-    for name in sorted(fields - documented):
-        fail("docs_stats_documented", "/-/stats returns '%s', not in %s's /-/stats table" % (name, doc))
-        bad += 1
-    for name in sorted(documented - fields):
-        fail("docs_stats_returned", "%s documents '%s', which /-/stats does not return" % (doc, name))
-        bad += 1
-    if not bad:
+    if not both_ways("docs_stats", fields, documented, "/-/stats returns '%%s', not in %s's /-/stats table" % doc,
+                     "%s documents '%%s', which /-/stats does not return" % doc):
         ok("docs_stats_agree (%d fields)" % len(fields))
 
 
@@ -214,24 +210,16 @@ def check_options(h2park):
     documented = set()
     for r in tables(doc, "option"):
         documented |= set(re.findall(r"--([a-z][a-z-]*)", r[0]))
-    bad = 0
+    bad = both_ways("docs_options", ["--" + o for o in longs], ["--" + o for o in documented],
+                    "%%s is an option (server/main.c) that %s's Options table does not list" % doc,
+                    "%s lists %%s, which server/main.c does not take" % doc)
+    bad += both_ways("docs_help", ["--" + o for o in longs], ["--" + o for o in re.findall(r"--([a-z][a-z-]*)", helptext)],
+                     "%s is an option (server/main.c) that --help does not list",
+                     "--help lists %s, which server/main.c does not take")
     for o in sorted(longs):
-        if not re.search(r"--%s\b" % re.escape(o), helptext):
-            fail("docs_help_lists_options", "--%s is an option (server/main.c) that --help does not list" % o)
-            bad += 1
-        if o not in documented:
-            fail("docs_options_documented", "--%s is an option (server/main.c) that %s's Options table does not list"
-                 % (o, doc))
-            bad += 1
         if o in shorts and not re.search(r"-%s, --%s\b" % (shorts[o], o), helptext):
-            fail("docs_help_lists_options", "--help does not give -%s as the short form of --%s" % (shorts[o], o))
+            fail("docs_help_short_options", "--help does not give -%s as the short form of --%s" % (shorts[o], o))
             bad += 1
-    for o in sorted(set(re.findall(r"--([a-z][a-z-]*)", helptext)) - longs):
-        fail("docs_help_options_exist", "--help lists --%s, which server/main.c does not take" % o)
-        bad += 1
-    for o in sorted(documented - longs):
-        fail("docs_options_exist", "%s lists --%s, which server/main.c does not take" % (doc, o))
-        bad += 1
     if not bad:
         ok("docs_options_agree (%d options)" % len(longs))
 

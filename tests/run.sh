@@ -32,8 +32,11 @@ run_one() {
   count=$((count + 1))
   token="h2park-test-$run_id-$count"
   : > "$state/sid"
-  # The session leader writes its pid (the session's id) before it becomes the test.
-  out=$(H2PARK_TEST_TOKEN=$token setsid -w bash -c 'echo $$ > "$0"; exec "$@"' "$state/sid" "$@" 2>&1 < /dev/null); rc=$?
+  # The session leader writes its pid (the session's id) before it becomes the test.  Its
+  # output goes to a file, not through a pipe: a process left behind holding the pipe
+  # would keep the suite waiting as long as it lives, and then be gone before it is looked for.
+  H2PARK_TEST_TOKEN=$token setsid -w bash -c 'echo $$ > "$0"; exec "$@"' "$state/sid" "$@" >"$state/out" 2>&1 < /dev/null; rc=$?
+  out=$(cat "$state/out")
   sid=$(cat "$state/sid")
   p=$(printf '%s\n' "$out" | grep -c '^ok ')
   f=$(printf '%s\n' "$out" | grep -c '^FAIL ')

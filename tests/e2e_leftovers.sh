@@ -41,3 +41,5 @@ left=$(for p in $(pgrep -x sleep); do
 [ -z "$left" ]; check leftovers_killed $? "still running: $left"
 kill -0 "$other" 2>/dev/null && ! grep -q 'sleep 303' <<< "$out"
 check other_peoples_processes_left_alone $? "$out"
+# In a session of its own, it is not lib.sh's to clean up.
+kill "$other" 2>/dev/null; wait "$other" 2>/dev/null || true

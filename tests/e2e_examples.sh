@@ -139,6 +139,9 @@ if command -v systemd-socket-activate >/dev/null && command -v systemd-analyze >
   exec_start=$(sed -n 's/^ExecStart=//p' "$U/h2park.service")
   systemd-socket-activate -l "$P" -l "$Q" -- $exec_start >"$TMP/daemon.log" 2>&1 &
   DPID=$!; PIDS="$PIDS $DPID"
+  # The first connection starts the daemon (a slow start under ASan on a loaded machine
+  # outlasted one curl's 10 s).
+  wait_for 60 is_200 "http://[::1]:$Q/"
   the_page "https://127.0.0.1:$P/"; h2=$?
   h1=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "http://[::1]:$Q/")
   [ $h2 = 0 ] && [ "$h1" = 200 ] &&

@@ -155,19 +155,22 @@ for attempt in 1 2 3 4 5; do
   # and killing it left nghttpd running after the test (holding what the test held).
   LD_PRELOAD=$SO SCALLOC_STATS=$TMP/nghttpd.stats nghttpd -n 2 --no-tls -d "$TMP/site" "$P" > "$TMP/nghttpd.log" 2>&1 &
   NPID=$!; PIDS="$PIDS $NPID"
-  for i in $(seq 1 50); do
-    curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/f1.bin" && break
+  # Up once it answers (a loaded machine may take seconds); gone, it is tried on another port.
+  up=""
+  for i in $(seq 1 300); do
+    curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/f1.bin" && { up="attempt $attempt"; break; }
+    kill -0 $NPID 2>/dev/null || break
     sleep 0.1
   done
-  kill -0 $NPID 2>/dev/null && break
-  wait $NPID 2>/dev/null
+  [ -n "$up" ] && break
+  kill $NPID 2>/dev/null; wait $NPID 2>/dev/null
 done
 urls=$(for i in $(seq 1 20); do printf 'http://127.0.0.1:%s/f%s.bin ' "$P" "$i"; done)
 pre h2load h2load -n 20000 -c 20 -m 10 $urls > "$TMP/h2load.out" 2>&1
 curl -s --http2-prior-knowledge "http://127.0.0.1:$P/f20.bin" -o "$TMP/f20.got"
 grep -q '20000 total, 20000 started, 20000 done, 20000 succeeded, 0 failed, 0 errored' "$TMP/h2load.out" &&
   cmp -s "$TMP/f20.got" "$TMP/site/f20.bin"
-check nghttpd_h2load $? "$(grep -E 'requests:|status codes' "$TMP/h2load.out"; tail -3 "$TMP/nghttpd.log")"
+check nghttpd_h2load $? "nghttpd answering: ${up:-no}; $(grep -E 'requests:|status codes' "$TMP/h2load.out"; tail -3 "$TMP/nghttpd.log")"
 kill -TERM $NPID 2>/dev/null; wait $NPID 2>/dev/null
 served h2load h2load 10000
 check h2load_served_by_scalloc $? "$(cat "$TMP/h2load.stats" 2>/dev/null)"

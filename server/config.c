@@ -1,23 +1,43 @@
-/* Configuration: the embedded default, config files, command-line overrides and
- * H2PARK_DEBUG.
+/* Configuration: the file format, its keys, and the tree a configuration becomes.
  *
- * Every key goes through config_set, so a file line, a flag and the embedded default are
- * checked by the same code and fail with the same words.  Parse errors name the file
- * and line; the caller prints them and exits 2.  A file's listen lines replace the
- * default's as a group (the first listen line of a file clears the inherited ones), and
- * so do its builtin_routes_allow lines.  Nothing here binds or opens anything but the
- * file: listen addresses, root and certificates are checked when a configuration is
- * applied (main.c), so a reload can parse the same way and keep the running
- * configuration if the new one fails. */
+ * The format is "key = value" lines, "#" comments, and two kinds of section:
+ *
+ *   site example.com www.example.com {      names: exact, "*.example.com", or "*"
+ *       root = /srv/example
+ *       location /assets/ {                 a path prefix (longest wins), or
+ *           header = Cache-Control: max-age=86400
+ *       }
+ *       location = /old { return = 301 /new }   "= PATH": that path exactly (on its own lines)
+ *   }
+ *
+ * Every key is in one table (config_keys) that says where it may appear: the top level
+ * only (workers, timeouts: the daemon's), the top level or a site (listen, cert, key:
+ * what a site is reached by), or anywhere (root, header, allow: how requests are
+ * served).  What a site does not say it takes from the top level, what a location does
+ * not say from its site: config_finish merges the three into each location, so a
+ * request reads one struct.  A configuration without sites is one site, the top level,
+ * for every host.
+ *
+ * Sources come in order - the embedded default, a file, H2PARK_DEBUG, the command line -
+ * and each may override what an earlier one set.  Within one source a key given twice
+ * in one scope is an error naming both lines, unless it is one that repeats (listen,
+ * header, allow...); the first of those in a scope from a newer source replaces what
+ * the older ones listed (a file's listen lines replace the default's).  Parsing never
+ * stops at an error: every one is reported, "file:line: problem", before exit 2.
+ * Nothing here binds or opens anything but the file: listen addresses, certificates and
+ * roots are checked when a configuration is applied (main.c), so a reload can parse the
+ * same way and keep the running configuration if the new one fails. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -27,43 +47,205 @@
 #include "log.h"
 #include "scalloc.h"
 
-__thread struct config cfg;
+/* ---- memory: everything a configuration holds lives in its arena ---- */
 
-void config_defaults(struct config *c)
+struct config_arena {
+    struct config_arena *next;
+    size_t used, cap;
+    _Alignas(16) char data[];
+};
+
+static void *alloc(struct config *c, size_t n)
 {
-    memset(c, 0, sizeof *c);
-    c->workers = 0;
-    snprintf(c->root, sizeof c->root, "./www");
-    snprintf(c->root_from, sizeof c->root_from, CONFIG_BUILTIN);
-    c->parking = true;
-    c->builtin_routes = true;
-    c->builtin_allow[0] = (struct cidr){ .family = AF_INET, .bits = 8, .addr = { 127 } };
-    c->builtin_allow[1] = (struct cidr){ .family = AF_INET6, .bits = 128, .addr = { [15] = 1 } };
-    c->nbuiltin_allow = 2;
-    c->server_header = true;
-    c->log_level = LOG_INFO;
-    c->preface_timeout = 10;
-    c->idle_timeout = 300;
-    c->write_timeout = 30;
-    c->body_timeout = 30;
-    c->shutdown_timeout = 10;
-    c->scavenge_interval = 5;
-    c->max_conns = 0;
-    c->max_concurrent_streams = 100;
-    c->max_header_list_size = 65536;
-    c->initial_window_size = 65535;
-    c->hpack_encoder_table_size = 4096;
-    c->connection_window_size = 1 << 20;
-    c->max_resets_per_second = 200;
-    c->coro_stack_size = CORO_DEFAULT_STACK;
-    c->parking_source = "default";
+    n = (n + 15) & ~(size_t)15;
+    struct config_arena *a = c->arena;
+    if (!a || a->cap - a->used < n) {
+        size_t cap = n > 16384 ? n : 16384;
+        struct config_arena *b = sc_malloc(sizeof *b + cap);
+        if (!b) {
+            fprintf(stderr, "h2park: out of memory reading the configuration\n");
+            abort();
+        }
+        b->next = a;
+        b->used = 0;
+        b->cap = cap;
+        c->arena = a = b;
+    }
+    void *p = a->data + a->used;
+    a->used += n;
+    memset(p, 0, n);
+    return p;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+static char *dupn(struct config *c, const char *s, size_t n)
 {
-    snprintf(err, errlen, fmt, a, b);
-    return CONFIG_ERROR;
+    char *p = alloc(c, n + 1);
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
 }
+static char *sdup(struct config *c, const char *s) { return dupn(c, s, strlen(s)); }
+
+static char *fmt(struct config *c, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static char *fmt(struct config *c, const char *f, ...)
+{
+    char tmp[1200];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(tmp, sizeof tmp, f, ap);
+    va_end(ap);
+    return sdup(c, tmp);
+}
+
+/* A growable array in the arena (what it outgrows stays there: configurations are small). */
+struct vec {
+    void *v;
+    uint32_t n, cap;
+};
+static void *push(struct config *c, struct vec *v, size_t size)
+{
+    if (v->n == v->cap) {
+        uint32_t cap = v->cap ? v->cap * 2 : 4;
+        void *n = alloc(c, cap * size);
+        if (v->n)
+            memcpy(n, v->v, v->n * size);
+        v->v = n;
+        v->cap = cap;
+    }
+    return (char *)v->v + size * v->n++;
+}
+
+struct config_cleanup {
+    void (*fn)(void *);
+    void *arg;
+    struct config_cleanup *next;
+};
+
+int config_on_free(struct config *c, void (*fn)(void *arg), void *arg)
+{
+    struct config_cleanup *k = sc_malloc(sizeof *k);
+    if (!k)
+        return -1;
+    *k = (struct config_cleanup){ fn, arg, c->cleanup };
+    c->cleanup = k;
+    return 0;
+}
+
+void config_ref(struct config *c) { atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); }
+
+void config_unref(struct config *c)
+{
+    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (struct config_cleanup *k = c->cleanup, *next; k; k = next) {
+        next = k->next;
+        k->fn(k->arg);
+        sc_free(k);
+    }
+    for (struct config_arena *a = c->arena, *next; a; a = next) {
+        next = a->next;
+        sc_free(a);
+    }
+    sc_free(c);
+}
+
+void config_error(struct config_errors *e, const char *f, ...)
+{
+    if (++e->count > CONFIG_ERRORS_MAX)
+        return;
+    char line[1200];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(line, sizeof line, f, ap);
+    va_end(ap);
+    if (e->count == CONFIG_ERRORS_MAX)
+        snprintf(line, sizeof line, "(and perhaps more errors: only the first %d are listed)", CONFIG_ERRORS_MAX - 1);
+    size_t n = strlen(line);
+    if (e->len + n + 2 < sizeof e->text) {
+        memcpy(e->text + e->len, line, n);
+        e->text[e->len + n] = '\n';
+        e->len += n + 1;
+        e->text[e->len] = 0;
+    }
+}
+
+/* ---- what parsing keeps: one scope per top level, site and location ---- */
+
+enum scope_kind { SCOPE_TOP, SCOPE_SITE, SCOPE_LOCATION };
+
+struct origin {
+    uint16_t src;                  /* 0: never set */
+    uint32_t line;
+};
+
+enum key_id {
+    K_LISTEN, K_WORKERS, K_USER, K_PARKING, K_BUILTIN_ROUTES, K_SERVER_HEADER, K_ACCESS_LOG, K_ACCESS_LOG_FORMAT,
+    K_LOG_LEVEL, K_PREFACE_TIMEOUT, K_IDLE_TIMEOUT, K_WRITE_TIMEOUT, K_BODY_TIMEOUT, K_SHUTDOWN_TIMEOUT,
+    K_SCAVENGE_INTERVAL, K_MAX_CONNS, K_MAX_HANDLERS, K_MAX_CONCURRENT_STREAMS, K_MAX_HEADER_LIST_SIZE,
+    K_INITIAL_WINDOW_SIZE, K_CONNECTION_WINDOW_SIZE, K_MAX_RESETS_PER_SECOND, K_HPACK_ENCODER_TABLE_SIZE,
+    K_CORO_STACK_SIZE, K_CORO_GUARD_PAGES, K_REAL_IP_FROM, K_REAL_IP_HEADER, K_BUILTIN_ROUTES_ALLOW,
+    K_SITE, K_LOCATION, K_CERT, K_KEY, K_HTTPS_REDIRECT,
+    K_ROOT, K_ALIAS, K_INDEX, K_HEADER, K_ALLOW, K_DENY, K_MAX_BODY_SIZE, K_ERROR_PAGE, K_DOTFILES,
+    K_DIRECTORY_LISTING, K_FALLBACK, K_RETURN, K_HANDLER,
+    K_COUNT
+};
+
+struct named_path {
+    const char *path, *from;
+};
+
+struct scope {
+    uint8_t kind;                  /* enum scope_kind */
+    struct scope *next;            /* the next site, or the next location of its parent */
+    struct scope *sites, *locations;
+    struct scope **sites_tail, **locations_tail;
+    const char *from;
+    struct origin at[K_COUNT];     /* where each key was last set in this scope */
+    /* A site's names, a location's path. */
+    struct vec names;              /* const char * */
+    const char *path;
+    bool exact;
+    /* How the site is reached. */
+    struct vec listens;            /* struct listen_addr */
+    struct vec certs, keys;        /* struct named_path */
+    bool https_redirect;
+    /* How requests are served: the keys of the K_ROOT.. group. */
+    const char *root, *root_from;
+    bool alias;
+    struct vec index;              /* const char * */
+    struct vec headers;            /* struct added_header */
+    struct vec access;             /* struct access_rule: allow and deny, in order */
+    uint64_t max_body;
+    struct vec errors;             /* struct error_page */
+    uint8_t dotfiles;
+    bool listing;
+    const char *fallback;
+    struct return_spec *ret;
+    bool builtin_handler;          /* handler = a built-in route (else static) */
+    const struct route *route;
+};
+
+struct config_parse {
+    struct scope top;
+    uint16_t src;                  /* the source being read (1, 2, ...) */
+    const char *src_name;
+    uint32_t line;
+    bool builtin;                  /* the source is the embedded default */
+    bool cli_listen;               /* a --listen has replaced every listen line */
+    struct vec real_ip;            /* struct access_rule, all allow */
+    struct vec builtin_allow;      /* struct access_rule, all allow */
+};
+
+static const struct config_route *known_routes;
+static size_t nknown_routes;
+
+void config_use_routes(const struct config_route *routes, size_t n)
+{
+    known_routes = routes;
+    nknown_routes = n;
+}
+
+/* ---- values ---- */
 
 static int parse_bool(const char *v, bool *out)
 {
@@ -90,6 +272,8 @@ static int parse_uint(const char *v, unsigned long long max, unsigned long long 
 /* "10s", "250ms", "5m", "1h" or plain seconds. */
 static int parse_duration(const char *v, double *out)
 {
+    if (!isdigit((unsigned char)*v) && *v != '.')
+        return -1;
     char *end;
     errno = 0;
     double d = strtod(v, &end);
@@ -108,21 +292,44 @@ static int parse_duration(const char *v, double *out)
     return 0;
 }
 
+/* Bytes: "1048576", "512k", "10m", "1g" (nginx's units, either case). */
+static int parse_size(const char *v, uint64_t *out)
+{
+    char digits[32];
+    size_t n = strlen(v);
+    if (!n || n >= sizeof digits)
+        return -1;
+    unsigned shift = 0;
+    switch (v[n - 1]) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    default: break;
+    }
+    memcpy(digits, v, n - (shift ? 1 : 0));
+    digits[n - (shift ? 1 : 0)] = 0;
+    unsigned long long x;
+    if (parse_uint(digits, 1ull << 40, &x))
+        return -1;
+    *out = (uint64_t)x << shift;
+    return 0;
+}
+
 /* "*" (or nothing) is every address: an IPv6 socket with IPV6_V6ONLY off, which takes
  * IPv4 too (core/listen.c falls back to IPv4 where there is no IPv6).  "[::]" is IPv6
  * only and "0.0.0.0" IPv4 only, as they say. */
-static int parse_listen(const char *text, struct listen_addr *out, char *err, size_t errlen)
+static int parse_listen_addr(const char *text, struct listen_addr *out, char *why, size_t n)
 {
     char host[256];
     const char *colon = strrchr(text, ':');
-    if (!colon || colon == text || strlen(text) >= sizeof host)
-        return fail(err, errlen, "listen address '%s' is not ADDR:PORT%s", text, "");
+    if (!colon || colon == text || strlen(text) >= sizeof host || strlen(text) >= sizeof out->text)
+        return snprintf(why, n, "listen address '%.100s' is not ADDR:PORT", text), -1;
     size_t hl = (size_t)(colon - text);
     memcpy(host, text, hl);
     host[hl] = 0;
     unsigned long long port;
     if (parse_uint(colon + 1, 65535, &port))
-        return fail(err, errlen, "listen address '%s': bad port '%s'", text, colon + 1);
+        return snprintf(why, n, "listen address '%s': bad port '%s'", text, colon + 1), -1;
     memset(out, 0, sizeof *out);
     snprintf(out->text, sizeof out->text, "%s", text);
     char *h = host;
@@ -149,237 +356,697 @@ static int parse_listen(const char *text, struct listen_addr *out, char *err, si
         in6->sin6_port = htons((uint16_t)port);
         out->addrlen = sizeof *in6;
     } else {
-        return fail(err, errlen, "listen address '%s': '%s' is not an IP address", text, h);
+        return snprintf(why, n, "listen address '%s': '%s' is not an IP address", text, h), -1;
     }
-    return CONFIG_OK;
+    return 0;
 }
+
+static uint16_t listen_port(const struct listen_addr *a)
+{
+    return ntohs(a->addr.ss_family == AF_INET ? ((const struct sockaddr_in *)&a->addr)->sin_port
+                                              : ((const struct sockaddr_in6 *)&a->addr)->sin6_port);
+}
+
+static bool same_listen_addr(const struct listen_addr *a, const struct listen_addr *b)
+{
+    if (a->addr.ss_family != b->addr.ss_family || listen_port(a) != listen_port(b))
+        return false;
+    if (a->addr.ss_family == AF_INET)
+        return ((const struct sockaddr_in *)&a->addr)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)&b->addr)->sin_addr.s_addr;
+    return !memcmp(&((const struct sockaddr_in6 *)&a->addr)->sin6_addr,
+                   &((const struct sockaddr_in6 *)&b->addr)->sin6_addr, 16);
+}
+
+/* ---- setters: one per key that is not a plain global value ---- */
+
+static const char *scope_name(const struct scope *s);
+
+struct setter_args {
+    struct config *c;
+    struct scope *s;
+    const char *value;
+    const char *from;
+    char *why;
+    size_t whylen;
+};
+#define WHY(...) (snprintf(a->why, a->whylen, __VA_ARGS__), -1)
 
 /* ADDR:PORT [tls] [proxy_protocol], the options in any order, each at most once. */
-static int set_listen(struct config *c, const char *value, char *err, size_t errlen)
+static int set_listen(struct setter_args *a)
 {
     char copy[300];
-    if (strlen(value) >= sizeof copy)
-        return fail(err, errlen, "listen '%.200s': too long%s", value, "");
-    snprintf(copy, sizeof copy, "%s", value);
+    if (strlen(a->value) >= sizeof copy)
+        return WHY("listen '%.200s': too long", a->value);
+    snprintf(copy, sizeof copy, "%s", a->value);
     char *save = NULL, *addr = strtok_r(copy, " \t", &save);
     if (!addr)
-        return fail(err, errlen, "listen '%s': expected ADDR:PORT [tls] [proxy_protocol]%s", value, "");
-    if (c->nlisten == MAX_LISTEN)
-        return fail(err, errlen, "too many listen addresses (at most 16)%s%s", "", "");
-    struct listen_addr a;
-    if (parse_listen(addr, &a, err, errlen))
-        return CONFIG_ERROR;
+        return WHY("listen '%s': expected ADDR:PORT [tls] [proxy_protocol]", a->value);
+    if (a->s->listens.n == MAX_LISTEN)
+        return WHY("too many listen addresses (at most %d)", MAX_LISTEN);
+    struct listen_addr l;
+    if (parse_listen_addr(addr, &l, a->why, a->whylen))
+        return -1;
     for (char *opt; (opt = strtok_r(NULL, " \t", &save));) {
-        bool *flag = !strcmp(opt, "tls") ? &a.tls : !strcmp(opt, "proxy_protocol") ? &a.proxy_protocol : NULL;
+        bool *flag = !strcmp(opt, "tls") ? &l.tls : !strcmp(opt, "proxy_protocol") ? &l.proxy_protocol : NULL;
         if (!flag)
-            return fail(err, errlen, "listen '%s': unknown option '%s' (tls, proxy_protocol)", value, opt);
+            return WHY("listen '%s': unknown option '%s' (tls, proxy_protocol)", a->value, opt);
         if (*flag)
-            return fail(err, errlen, "listen '%s': '%s' given twice", value, opt);
+            return WHY("listen '%s': '%s' given twice", a->value, opt);
         *flag = true;
     }
-    c->listen[c->nlisten++] = a;
-    return CONFIG_OK;
-}
-
-/* ADDR or ADDR/BITS, IPv4 or IPv6, with no bit set past the prefix (nginx warns of
- * those; here they are an error, since the rule would not say what it seems to). */
-static int parse_cidr(char *item, struct cidr *r, char *err, size_t errlen)
-{
-    memset(r, 0, sizeof *r);
-    char *slash = strchr(item, '/');
-    if (slash)
-        *slash = 0;
-    if (inet_pton(AF_INET, item, r->addr) == 1)
-        r->family = AF_INET;
-    else if (inet_pton(AF_INET6, item, r->addr) == 1)
-        r->family = AF_INET6;
-    else
-        return fail(err, errlen, "builtin_routes_allow: '%s' is not an IP address or network (or all)%s", item, "");
-    unsigned max = r->family == AF_INET ? 32 : 128;
-    unsigned long long bits = max;
-    if (slash && parse_uint(slash + 1, max, &bits))
-        return fail(err, errlen, "builtin_routes_allow: '%s': bad prefix length '%s'", item, slash + 1);
-    r->bits = (uint8_t)bits;
-    for (unsigned i = 0; i < max / 8; i++) {
-        unsigned keep = bits >= 8 * (i + 1) ? 8 : bits > 8 * i ? (unsigned)bits - 8 * i : 0;
-        if (r->addr[i] & (0xffu >> keep))
-            return fail(err, errlen, "builtin_routes_allow: '%s/%s' has bits set past its prefix", item, slash + 1);
+    l.from = a->from;
+    for (uint32_t i = 0; i < a->s->listens.n; i++) {
+        const struct listen_addr *o = (const struct listen_addr *)a->s->listens.v + i;
+        if (same_listen_addr(o, &l))
+            return WHY("listen %s: given twice %s (first at %s)", l.text, scope_name(a->s), o->from);
     }
-    return CONFIG_OK;
-}
-
-/* builtin_routes_allow: addresses, networks or "all", separated by spaces or commas, as
- * nginx's allow takes them.  Each line adds to the list; a file's first line replaces
- * the inherited one (config_parse). */
-static int set_allow(struct config *c, const char *value, char *err, size_t errlen)
-{
-    char copy[2048];
-    if (strlen(value) >= sizeof copy)
-        return fail(err, errlen, "builtin_routes_allow: too long%s%s", "", "");
-    snprintf(copy, sizeof copy, "%s", value);
-    for (char *save = NULL, *item = strtok_r(copy, " \t,", &save); item; item = strtok_r(NULL, " \t,", &save)) {
-        struct cidr r[2] = { { .family = AF_INET }, { .family = AF_INET6 } };   /* all: both, no prefix */
-        int n = 2;
-        if (strcmp(item, "all")) {
-            n = 1;
-            if (parse_cidr(item, &r[0], err, errlen))
-                return CONFIG_ERROR;
-        }
-        if (c->nbuiltin_allow + n > MAX_ALLOW)
-            return fail(err, errlen, "builtin_routes_allow: more than %s entries%s", "64", "");
-        memcpy(c->builtin_allow + c->nbuiltin_allow, r, (size_t)n * sizeof r[0]);
-        c->nbuiltin_allow += n;
-    }
-    return CONFIG_OK;
-}
-
-bool cidr_match(const struct cidr *list, int n, const struct sockaddr *sa)
-{
-    const uint8_t *a;
-    uint8_t family = (uint8_t)sa->sa_family;
-    if (family == AF_INET) {
-        a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
-    } else if (family == AF_INET6) {
-        a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-        if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)) {   /* an IPv4 client of a "*" socket */
-            family = AF_INET;
-            a += 12;
-        }
-    } else {
-        return false;
-    }
-    for (int i = 0; i < n; i++) {
-        const struct cidr *r = &list[i];
-        if (r->family != family)
-            continue;
-        unsigned whole = r->bits / 8, rest = r->bits % 8;
-        if (memcmp(a, r->addr, whole))
-            continue;
-        if (!rest || !((a[whole] ^ r->addr[whole]) & (uint8_t)(0xff << (8 - rest))))
-            return true;
-    }
-    return false;
+    *(struct listen_addr *)push(a->c, &a->s->listens, sizeof l) = l;
+    return 0;
 }
 
 /* The user must exist now, so a typo is an error naming its line, not a failure after
  * the sockets are bound. */
-static int set_user(struct config *c, const char *value, char *err, size_t errlen)
+static int set_user(struct setter_args *a)
 {
-    if (strlen(value) >= sizeof c->user)
-        return fail(err, errlen, "user '%.60s...': too long%s", value, "");
-    if (*value) {
+    if (strlen(a->value) >= sizeof a->c->user)
+        return WHY("user '%.60s...': too long", a->value);
+    if (*a->value) {
         struct passwd pw, *found = NULL;
         char buf[4096];
-        int e = getpwnam_r(value, &pw, buf, sizeof buf, &found);
+        int e = getpwnam_r(a->value, &pw, buf, sizeof buf, &found);
         if (!found)
-            return fail(err, errlen, "user '%s': %s", value, e ? strerror(e) : "no such user");
+            return WHY("user '%s': %s", a->value, e ? strerror(e) : "no such user");
     }
-    snprintf(c->user, sizeof c->user, "%s", value);
-    return CONFIG_OK;
+    snprintf(a->c->user, sizeof a->c->user, "%s", a->value);
+    return 0;
 }
 
-#define VALUE_ERR(what) fail(err, errlen, "%s: " what, key, value)
-
-/* 1..max, or "auto" as 0 (the caller decides what auto means). */
-static int parse_count_or_auto(const char *value, unsigned long long max, unsigned long long *n)
+static int set_access_log(struct setter_args *a)
 {
-    if (!strcmp(value, "auto")) {
-        *n = 0;
+    if (strlen(a->value) >= PATH_MAX)
+        return WHY("access_log: path '%.100s...' is too long", a->value);
+    a->c->access_log = sdup(a->c, a->value);
+    return 0;
+}
+
+static int set_access_log_format(struct setter_args *a)
+{
+    if (!strcmp(a->value, "combined"))
+        return a->c->access_log_format = ACCESS_LOG_COMBINED, 0;
+    if (!strcmp(a->value, "json"))
+        return a->c->access_log_format = ACCESS_LOG_JSON, 0;
+    return WHY("access_log_format: '%s' is not combined or json", a->value);
+}
+
+static int set_log_level(struct setter_args *a)
+{
+    int l = log_level_parse(a->value);
+    if (l < 0)
+        return WHY("log_level: '%s' is not one of error, warn, info, debug", a->value);
+    a->c->log_level = l;
+    return 0;
+}
+
+/* A list of blocks ("10.0.0.0/8 2001:db8::/32 127.0.0.1", "all", "loopback") as rules. */
+static int add_nets(struct setter_args *a, struct vec *rules, bool allow)
+{
+    char copy[2048];
+    if (strlen(a->value) >= sizeof copy)
+        return WHY("'%.100s...': too long", a->value);
+    snprintf(copy, sizeof copy, "%s", a->value);
+    int added = 0;
+    for (char *save = NULL, *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+        const char *items[2] = { w, NULL };
+        if (!strcmp(w, "loopback"))
+            items[0] = "127.0.0.0/8", items[1] = "::1";
+        for (int i = 0; i < 2 && items[i]; i++) {
+            struct access_rule r = { .allow = allow };
+            if (net_parse(items[i], &r.net, a->why, a->whylen))
+                return -1;
+            *(struct access_rule *)push(a->c, rules, sizeof r) = r;
+            added++;
+        }
+    }
+    if (!added)
+        return WHY("expected addresses or blocks (10.0.0.0/8, 2001:db8::/32, all, loopback)");
+    return 0;
+}
+
+static int set_allow(struct setter_args *a) { return add_nets(a, &a->s->access, true); }
+static int set_deny(struct setter_args *a) { return add_nets(a, &a->s->access, false); }
+static int set_real_ip_from(struct setter_args *a) { return add_nets(a, &a->c->parse->real_ip, true); }
+/* builtin_routes_allow with no value: nobody (the line has cleared the list). */
+static int set_builtin_allow(struct setter_args *a)
+{
+    return *a->value ? add_nets(a, &a->c->parse->builtin_allow, true) : 0;
+}
+
+static int set_real_ip_header(struct setter_args *a)
+{
+    static const char *const names[] = { "X-Forwarded-For", "Forwarded", "X-Real-IP" };
+    for (int i = 0; i < 3; i++)
+        if (!strcasecmp(a->value, names[i]))
+            return a->c->real_ip_header = (uint8_t)i, 0;
+    return WHY("real_ip_header: '%s' is not X-Forwarded-For, Forwarded or X-Real-IP", a->value);
+}
+
+static int set_path(struct setter_args *a, const char **dst, const char *what)
+{
+    if (!*a->value)
+        return WHY("%s must not be empty", what);
+    if (strlen(a->value) >= PATH_MAX - 64)
+        return WHY("%s: path '%.100s...' is too long", what, a->value);
+    *dst = sdup(a->c, a->value);
+    return 0;
+}
+
+static int set_cert_or_key(struct setter_args *a, struct vec *v, const char *what)
+{
+    struct named_path p = { NULL, a->from };
+    if (set_path(a, &p.path, what))
+        return -1;
+    *(struct named_path *)push(a->c, v, sizeof p) = p;
+    return 0;
+}
+static int set_cert(struct setter_args *a) { return set_cert_or_key(a, &a->s->certs, "cert"); }
+static int set_keyfile(struct setter_args *a) { return set_cert_or_key(a, &a->s->keys, "key"); }
+
+static int set_flag(struct setter_args *a, bool *dst, const char *what)
+{
+    if (parse_bool(a->value, dst))
+        return WHY("%s: '%s' is not on or off", what, a->value);
+    return 0;
+}
+static int set_https_redirect(struct setter_args *a) { return set_flag(a, &a->s->https_redirect, "https_redirect"); }
+static int set_listing(struct setter_args *a) { return set_flag(a, &a->s->listing, "directory_listing"); }
+
+static int set_root(struct setter_args *a)
+{
+    if (a->s->at[a->s->kind == SCOPE_LOCATION ? K_ALIAS : K_ROOT].src && a->s->alias)
+        return WHY("root and alias both given");
+    a->s->alias = false;
+    a->s->root_from = a->c->parse->builtin ? CONFIG_BUILTIN : a->from;
+    return set_path(a, &a->s->root, "root");
+}
+
+static int set_alias(struct setter_args *a)
+{
+    if (a->s->at[K_ROOT].src)
+        return WHY("root and alias both given");
+    a->s->alias = true;
+    a->s->root_from = a->from;
+    return set_path(a, &a->s->root, "alias");
+}
+
+static int set_index(struct setter_args *a)
+{
+    char copy[1024];
+    if (strlen(a->value) >= sizeof copy)
+        return WHY("index: too long");
+    snprintf(copy, sizeof copy, "%s", a->value);
+    a->s->index = (struct vec){ 0 };
+    for (char *save = NULL, *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (strchr(w, '/') || !strcmp(w, ".") || !strcmp(w, ".."))
+            return WHY("index: '%s' is not a file name", w);
+        if (a->s->index.n == 8)
+            return WHY("index: at most 8 names");
+        *(const char **)push(a->c, &a->s->index, sizeof(char *)) = sdup(a->c, w);
+    }
+    return 0;                      /* empty: no index file (a directory is listed or 404) */
+}
+
+static bool tchar(int ch) { return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch)); }
+
+/* "Name: value", or "always Name: value" for every status. */
+static int set_header(struct setter_args *a)
+{
+    const char *v = a->value;
+    struct added_header h = { 0 };
+    if (!strncmp(v, "always", 6) && (v[6] == ' ' || v[6] == '\t')) {
+        h.always = true;
+        v += 7;
+        while (*v == ' ' || *v == '\t')
+            v++;
+    }
+    const char *colon = strchr(v, ':');
+    if (!colon || colon == v)
+        return WHY("header: expected 'Name: value', got '%.200s'", a->value);
+    size_t nl = (size_t)(colon - v);
+    char *name = dupn(a->c, v, nl);
+    for (size_t i = 0; i < nl; i++) {
+        if (!tchar((unsigned char)name[i]))
+            return WHY("header: '%.100s' is not a field name", name);
+        name[i] = (char)tolower((unsigned char)name[i]);
+    }
+    static const char *const framing[] = { "content-length", "transfer-encoding", "connection", "keep-alive",
+                                           "upgrade", "te", "trailer", "proxy-connection", "date", "content-type" };
+    for (size_t i = 0; i < sizeof framing / sizeof framing[0]; i++)
+        if (!strcmp(name, framing[i]))
+            return WHY("header: %s is the server's to send (framing, or set by each response)", name);
+    const char *value = colon + 1;
+    while (*value == ' ' || *value == '\t')
+        value++;
+    for (const char *p = value; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\t')
+            return WHY("header: control character in the value of %s", name);
+    h.name = name;
+    h.value = sdup(a->c, value);
+    h.name_len = (uint32_t)nl;
+    h.value_len = (uint32_t)strlen(value);
+    *(struct added_header *)push(a->c, &a->s->headers, sizeof h) = h;
+    return 0;
+}
+
+static int set_max_body(struct setter_args *a)
+{
+    if (parse_size(a->value, &a->s->max_body))
+        return WHY("max_body_size: '%s' is not a size (bytes, or with k, m, g; 0: no limit)", a->value);
+    return 0;
+}
+
+/* "404 /404.html" or "500 502 503 /50x.html". */
+static int set_error_page(struct setter_args *a)
+{
+    char copy[1100];
+    if (strlen(a->value) >= sizeof copy)
+        return WHY("error_page: too long");
+    snprintf(copy, sizeof copy, "%s", a->value);
+    const char *words[32];
+    int n = 0;
+    for (char *save = NULL, *w = strtok_r(copy, " \t", &save); w && n < 32; w = strtok_r(NULL, " \t", &save))
+        words[n++] = w;
+    if (n < 2 || words[n - 1][0] != '/')
+        return WHY("error_page: expected 'STATUS... /path', got '%.200s'", a->value);
+    const char *uri = sdup(a->c, words[n - 1]);
+    for (int i = 0; i < n - 1; i++) {
+        unsigned long long st;
+        if (parse_uint(words[i], 599, &st) || st < 400)
+            return WHY("error_page: '%s' is not an error status (400..599)", words[i]);
+        struct error_page e = { (uint16_t)st, uri };
+        *(struct error_page *)push(a->c, &a->s->errors, sizeof e) = e;
+    }
+    return 0;
+}
+
+static int set_dotfiles(struct setter_args *a)
+{
+    if (!strcmp(a->value, "deny"))
+        return a->s->dotfiles = DOTFILES_DENY, 0;
+    if (!strcmp(a->value, "allow"))
+        return a->s->dotfiles = DOTFILES_ALLOW, 0;
+    return WHY("dotfiles: '%s' is not deny or allow", a->value);
+}
+
+static int set_fallback(struct setter_args *a)
+{
+    if (a->value[0] != '/' || strstr(a->value, "/.") || strchr(a->value, '?'))
+        return WHY("fallback: '%s' is not a path under root (like /index.html)", a->value);
+    a->s->fallback = sdup(a->c, a->value);
+    return 0;
+}
+
+/* The variables a return may use, as nginx names them. */
+static const char *const return_vars[] = { "scheme", "host", "request_uri", "uri", "args", "is_args",
+                                           "query_string", "remote_addr", "server_port", NULL };
+
+/* Checks the $variables of text; every "$name" or "${name}" must be one of return_vars. */
+static int check_vars(struct setter_args *a, const char *text)
+{
+    for (const char *p = strchr(text, '$'); p; p = strchr(p + 1, '$')) {
+        bool brace = p[1] == '{';
+        const char *n = p + 1 + brace, *e = n;
+        while (islower((unsigned char)*e) || *e == '_')
+            e++;
+        if (e == n && !brace)
+            continue;              /* a '$' on its own is just a '$' */
+        bool known = false;
+        for (int i = 0; return_vars[i]; i++)
+            known |= strlen(return_vars[i]) == (size_t)(e - n) && !strncmp(return_vars[i], n, (size_t)(e - n));
+        if (brace && *e != '}')
+            return WHY("return: '${' without its '}'");
+        if (!known)
+            return WHY("return: unknown variable '$%.*s' (scheme, host, request_uri, uri, args, is_args, "
+                       "query_string, remote_addr, server_port)", (int)(e - n), n);
+    }
+    return 0;
+}
+
+/* "301 https://$host$request_uri", "404", "200 'text'" (quotes optional), or a URL
+ * alone (302), as nginx's return. */
+static int set_return(struct setter_args *a)
+{
+    const char *v = a->value;
+    struct return_spec *r = alloc(a->c, sizeof *r);
+    unsigned long long st = 302;
+    const char *rest = v;
+    if (isdigit((unsigned char)*v)) {
+        char code[8];
+        size_t n = strcspn(v, " \t");
+        if (n >= sizeof code)
+            return WHY("return: '%.20s' is not a status", v);
+        memcpy(code, v, n);
+        code[n] = 0;
+        if (parse_uint(code, 599, &st) || st < 200)
+            return WHY("return: '%s' is not a status (200..599)", code);
+        rest = v + n;
+        while (*rest == ' ' || *rest == '\t')
+            rest++;
+    } else if (strncmp(v, "http://", 7) && strncmp(v, "https://", 8) && strncmp(v, "$scheme", 7)) {
+        return WHY("return: expected 'STATUS [URL or text]' or a URL, got '%.200s'", v);
+    }
+    r->status = (uint16_t)st;
+    r->is_url = st == 301 || st == 302 || st == 303 || st == 307 || st == 308;
+    if (*rest) {
+        size_t n = strlen(rest);
+        if ((rest[0] == '"' || rest[0] == '\'') && n >= 2 && rest[n - 1] == rest[0])
+            rest++, n -= 2;
+        char *text = dupn(a->c, rest, n);
+        /* \n, \t, \\ and the quote in a body */
+        char *o = text;
+        for (const char *p = text; *p; p++) {
+            if (*p == '\\' && p[1]) {
+                p++;
+                *o++ = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p;
+            } else {
+                *o++ = *p;
+            }
+        }
+        *o = 0;
+        if (r->is_url && (strchr(text, ' ') || !*text))
+            return WHY("return: '%s' is not a URL", text);
+        if (check_vars(a, text))
+            return -1;
+        r->text = text;
+    } else if (r->is_url) {
+        return WHY("return: a %llu needs the URL to send the client to", st);
+    }
+    a->s->ret = r;
+    if (a->s->at[K_HANDLER].src)
+        return WHY("return and handler both given");
+    return 0;
+}
+
+static int set_handler(struct setter_args *a)
+{
+    if (a->s->at[K_RETURN].src)
+        return WHY("return and handler both given");
+    if (!strcmp(a->value, "static")) {
+        a->s->builtin_handler = false;
+        a->s->route = NULL;
         return 0;
     }
-    return parse_uint(value, max, n) || *n == 0 ? -1 : 0;
+    for (size_t i = 0; i < nknown_routes; i++)
+        if (!strcmp(a->value, known_routes[i].name)) {
+            a->s->builtin_handler = true;
+            a->s->route = known_routes[i].route;
+            return 0;
+        }
+    char names[400] = "static";
+    for (size_t i = 0; i < nknown_routes; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", known_routes[i].name);
+    return WHY("handler: '%s' is not one of %s", a->value, names);
 }
 
-int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
+/* ---- the table ---- */
+
+enum key_type { T_SECTION, T_BOOL, T_DURATION, T_U32, T_COUNT, T_STACK, T_FN };
+
+struct key_def {
+    uint8_t type;                  /* enum key_type */
+    size_t off;                    /* the global value in struct config */
+    unsigned long long lo, hi;
+    const char *what;              /* what a bad value is not, for the error */
+    int (*set)(struct setter_args *a);
+};
+
+#define TOP KEY_TOP
+#define ANY (KEY_TOP | KEY_SITE | KEY_LOCATION)
+#define SITE (KEY_TOP | KEY_SITE)
+#define G(field) offsetof(struct config, field)
+
+/* Every key the format takes.  config_keys[k] and defs[k] describe key k (enum key_id). */
+const struct config_key config_keys[K_COUNT] = {
+    [K_LISTEN] = { "listen", SITE, true, false },
+    [K_WORKERS] = { "workers", TOP, false, false },
+    [K_USER] = { "user", TOP, false, false },
+    [K_PARKING] = { "parking", TOP, false, false },
+    [K_BUILTIN_ROUTES] = { "builtin_routes", TOP, false, false },
+    [K_SERVER_HEADER] = { "server_header", TOP, false, false },
+    [K_ACCESS_LOG] = { "access_log", TOP, false, false },
+    [K_ACCESS_LOG_FORMAT] = { "access_log_format", TOP, false, false },
+    [K_LOG_LEVEL] = { "log_level", TOP, false, false },
+    [K_PREFACE_TIMEOUT] = { "preface_timeout", TOP, false, false },
+    [K_IDLE_TIMEOUT] = { "idle_timeout", TOP, false, false },
+    [K_WRITE_TIMEOUT] = { "write_timeout", TOP, false, false },
+    [K_BODY_TIMEOUT] = { "body_timeout", TOP, false, false },
+    [K_SHUTDOWN_TIMEOUT] = { "shutdown_timeout", TOP, false, false },
+    [K_SCAVENGE_INTERVAL] = { "scavenge_interval", TOP, false, false },
+    [K_MAX_CONNS] = { "max_conns", TOP, false, false },
+    [K_MAX_HANDLERS] = { "max_handlers", TOP, false, false },
+    [K_MAX_CONCURRENT_STREAMS] = { "max_concurrent_streams", TOP, false, false },
+    [K_MAX_HEADER_LIST_SIZE] = { "max_header_list_size", TOP, false, false },
+    [K_INITIAL_WINDOW_SIZE] = { "initial_window_size", TOP, false, false },
+    [K_CONNECTION_WINDOW_SIZE] = { "connection_window_size", TOP, false, false },
+    [K_MAX_RESETS_PER_SECOND] = { "max_resets_per_second", TOP, false, false },
+    [K_HPACK_ENCODER_TABLE_SIZE] = { "hpack_encoder_table_size", TOP, false, false },
+    [K_CORO_STACK_SIZE] = { "coro_stack_size", TOP, false, false },
+    [K_CORO_GUARD_PAGES] = { "coro_guard_pages", TOP, false, false },
+    [K_REAL_IP_FROM] = { "real_ip_from", TOP, true, false },
+    [K_REAL_IP_HEADER] = { "real_ip_header", TOP, false, false },
+    [K_BUILTIN_ROUTES_ALLOW] = { "builtin_routes_allow", TOP, true, false },
+    [K_SITE] = { "site", TOP, true, true },
+    [K_LOCATION] = { "location", TOP | KEY_SITE, true, true },
+    [K_CERT] = { "cert", SITE, true, false },
+    [K_KEY] = { "key", SITE, true, false },
+    [K_HTTPS_REDIRECT] = { "https_redirect", SITE, false, false },
+    [K_ROOT] = { "root", ANY, false, false },
+    [K_ALIAS] = { "alias", KEY_LOCATION, false, false },
+    [K_INDEX] = { "index", ANY, false, false },
+    [K_HEADER] = { "header", ANY, true, false },
+    [K_ALLOW] = { "allow", ANY, true, false },
+    [K_DENY] = { "deny", ANY, true, false },
+    [K_MAX_BODY_SIZE] = { "max_body_size", ANY, false, false },
+    [K_ERROR_PAGE] = { "error_page", ANY, true, false },
+    [K_DOTFILES] = { "dotfiles", ANY, false, false },
+    [K_DIRECTORY_LISTING] = { "directory_listing", ANY, false, false },
+    [K_FALLBACK] = { "fallback", ANY, false, false },
+    [K_RETURN] = { "return", ANY, false, false },
+    [K_HANDLER] = { "handler", KEY_LOCATION, false, false },
+};
+const size_t config_nkeys = K_COUNT;
+
+static const struct key_def defs[K_COUNT] = {
+    [K_LISTEN] = { T_FN, 0, 0, 0, NULL, set_listen },
+    [K_WORKERS] = { T_COUNT, G(workers), 0, 1024, "a worker count (1..1024 or auto)", NULL },
+    [K_USER] = { T_FN, 0, 0, 0, NULL, set_user },
+    [K_PARKING] = { T_BOOL, G(parking), 0, 0, NULL, NULL },
+    [K_BUILTIN_ROUTES] = { T_BOOL, G(builtin_routes), 0, 0, NULL, NULL },
+    [K_SERVER_HEADER] = { T_BOOL, G(server_header), 0, 0, NULL, NULL },
+    [K_ACCESS_LOG] = { T_FN, 0, 0, 0, NULL, set_access_log },
+    [K_ACCESS_LOG_FORMAT] = { T_FN, 0, 0, 0, NULL, set_access_log_format },
+    [K_LOG_LEVEL] = { T_FN, 0, 0, 0, NULL, set_log_level },
+    [K_PREFACE_TIMEOUT] = { T_DURATION, G(preface_timeout), 0, 0, NULL, NULL },
+    [K_IDLE_TIMEOUT] = { T_DURATION, G(idle_timeout), 0, 0, NULL, NULL },
+    [K_WRITE_TIMEOUT] = { T_DURATION, G(write_timeout), 0, 0, NULL, NULL },
+    [K_BODY_TIMEOUT] = { T_DURATION, G(body_timeout), 0, 0, NULL, NULL },
+    [K_SHUTDOWN_TIMEOUT] = { T_DURATION, G(shutdown_timeout), 0, 0, NULL, NULL },
+    [K_SCAVENGE_INTERVAL] = { T_DURATION, G(scavenge_interval), 0, 0, NULL, NULL },
+    [K_MAX_CONNS] = { T_COUNT, G(max_conns), 0, 10000000, "a connection count (or auto)", NULL },
+    [K_MAX_HANDLERS] = { T_COUNT, G(max_handlers), 0, 10000000, "a handler count (or auto)", NULL },
+    [K_MAX_CONCURRENT_STREAMS] = { T_U32, G(max_concurrent_streams), 1, 1u << 31, NULL, NULL },
+    [K_MAX_HEADER_LIST_SIZE] = { T_U32, G(max_header_list_size), 1024, 16u << 20, NULL, NULL },
+    [K_INITIAL_WINDOW_SIZE] = { T_U32, G(initial_window_size), 1, 0x7fffffff, NULL, NULL },
+    [K_CONNECTION_WINDOW_SIZE] = { T_U32, G(connection_window_size), 65535, 0x7fffffff, NULL, NULL },
+    [K_MAX_RESETS_PER_SECOND] = { T_U32, G(max_resets_per_second), 1, 1000000, NULL, NULL },
+    [K_HPACK_ENCODER_TABLE_SIZE] = { T_U32, G(hpack_encoder_table_size), 0, 65536, NULL, NULL },
+    [K_CORO_STACK_SIZE] = { T_STACK, G(coro_stack_size), CORO_MIN_STACK, 64u << 20,
+                            "a stack size in bytes (8192 .. 64 MiB)", NULL },
+    [K_CORO_GUARD_PAGES] = { T_BOOL, G(coro_guard_pages), 0, 0, NULL, NULL },
+    [K_REAL_IP_FROM] = { T_FN, 0, 0, 0, NULL, set_real_ip_from },
+    [K_REAL_IP_HEADER] = { T_FN, 0, 0, 0, NULL, set_real_ip_header },
+    [K_BUILTIN_ROUTES_ALLOW] = { T_FN, 0, 0, 0, NULL, set_builtin_allow },
+    [K_SITE] = { T_SECTION, 0, 0, 0, NULL, NULL },
+    [K_LOCATION] = { T_SECTION, 0, 0, 0, NULL, NULL },
+    [K_CERT] = { T_FN, 0, 0, 0, NULL, set_cert },
+    [K_KEY] = { T_FN, 0, 0, 0, NULL, set_keyfile },
+    [K_HTTPS_REDIRECT] = { T_FN, 0, 0, 0, NULL, set_https_redirect },
+    [K_ROOT] = { T_FN, 0, 0, 0, NULL, set_root },
+    [K_ALIAS] = { T_FN, 0, 0, 0, NULL, set_alias },
+    [K_INDEX] = { T_FN, 0, 0, 0, NULL, set_index },
+    [K_HEADER] = { T_FN, 0, 0, 0, NULL, set_header },
+    [K_ALLOW] = { T_FN, 0, 0, 0, NULL, set_allow },
+    [K_DENY] = { T_FN, 0, 0, 0, NULL, set_deny },
+    [K_MAX_BODY_SIZE] = { T_FN, 0, 0, 0, NULL, set_max_body },
+    [K_ERROR_PAGE] = { T_FN, 0, 0, 0, NULL, set_error_page },
+    [K_DOTFILES] = { T_FN, 0, 0, 0, NULL, set_dotfiles },
+    [K_DIRECTORY_LISTING] = { T_FN, 0, 0, 0, NULL, set_listing },
+    [K_FALLBACK] = { T_FN, 0, 0, 0, NULL, set_fallback },
+    [K_RETURN] = { T_FN, 0, 0, 0, NULL, set_return },
+    [K_HANDLER] = { T_FN, 0, 0, 0, NULL, set_handler },
+};
+
+/* A global value of a plain type: 0, or -1 with why. */
+static int set_global(struct config *c, int k, const char *key, const char *value, char *why, size_t whylen)
 {
+    const struct key_def *d = &defs[k];
+    char *field = (char *)c + d->off;
     unsigned long long n;
-    double d;
-    if (!strcmp(key, "listen"))
-        return set_listen(c, value, err, errlen);
-    if (!strcmp(key, "user"))
-        return set_user(c, value, err, errlen);
-    if (!strcmp(key, "builtin_routes_allow"))
-        return set_allow(c, value, err, errlen);
-    if (!strcmp(key, "workers")) {
-        if (parse_count_or_auto(value, 1024, &n))
-            return VALUE_ERR("'%s' is not a worker count (1..1024 or auto)");
-        return c->workers = (int)n, CONFIG_OK;
+    double x;
+    bool b;
+    switch (d->type) {
+    case T_BOOL:
+        if (parse_bool(value, &b))
+            return snprintf(why, whylen, "%s: '%s' is not on or off", key, value), -1;
+        *(bool *)field = b;
+        return 0;
+    case T_DURATION:
+        if (parse_duration(value, &x) || x > 86400 * 30)
+            return snprintf(why, whylen, "%s: '%s' is not a duration (like 10s, 250ms, 5m)", key, value), -1;
+        *(double *)field = x;
+        return 0;
+    case T_U32:
+        if (parse_uint(value, d->hi, &n) || n < d->lo)
+            return snprintf(why, whylen, "%s: '%s' is out of range (%llu..%llu)", key, value, d->lo, d->hi), -1;
+        *(uint32_t *)field = (uint32_t)n;
+        return 0;
+    case T_COUNT:
+        if (!strcmp(value, "auto"))
+            n = 0;
+        else if (parse_uint(value, d->hi, &n) || n == 0)
+            return snprintf(why, whylen, "%s: '%s' is not %s", key, value, d->what), -1;
+        *(long *)field = (long)n;
+        return 0;
+    case T_STACK:
+        if (parse_uint(value, d->hi, &n) || n < d->lo)
+            return snprintf(why, whylen, "%s: '%s' is not %s", key, value, d->what), -1;
+        *(size_t *)field = (size_t)n;
+        return 0;
+    default:
+        return snprintf(why, whylen, "%s: not a value", key), -1;
     }
-    if (!strcmp(key, "root") || !strcmp(key, "cert") || !strcmp(key, "key") || !strcmp(key, "access_log")) {
-        char *dst = !strcmp(key, "root") ? c->root : !strcmp(key, "cert") ? c->cert : !strcmp(key, "key") ? c->key : c->access_log;
-        if (strlen(value) >= sizeof c->root)
-            return VALUE_ERR("path '%s' is too long");
-        if (!strcmp(key, "root") && !*value)
-            return VALUE_ERR("root must not be empty%s");
-        snprintf(dst, sizeof c->root, "%s", value);
-        return CONFIG_OK;
+}
+
+/* ---- reading a source ---- */
+
+struct config *config_new(void)
+{
+    struct config *c = sc_calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "h2park: out of memory\n");
+        abort();
     }
-    struct { const char *name; bool *dst; } bools[] = {
-        { "parking", &c->parking }, { "builtin_routes", &c->builtin_routes },
-        { "coro_guard_pages", &c->coro_guard_pages }, { "server_header", &c->server_header },
-    };
-    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
-        if (!strcmp(key, bools[i].name)) {
-            bool b;
-            if (parse_bool(value, &b))
-                return VALUE_ERR("'%s' is not on or off");
-            return *bools[i].dst = b, CONFIG_OK;
+    atomic_init(&c->refs, 1);
+    c->parse = alloc(c, sizeof *c->parse);
+    struct scope *t = &c->parse->top;
+    t->kind = SCOPE_TOP;
+    t->sites_tail = &t->sites;
+    t->locations_tail = &t->locations;
+    t->root = "./www";
+    t->root_from = CONFIG_BUILTIN;
+    c->parking = true;
+    c->builtin_routes = true;
+    c->server_header = true;
+    c->access_log = "";
+    c->log_level = LOG_INFO;
+    c->preface_timeout = 10;
+    c->idle_timeout = 300;
+    c->write_timeout = 30;
+    c->body_timeout = 30;
+    c->shutdown_timeout = 10;
+    c->scavenge_interval = 5;
+    c->max_concurrent_streams = 100;
+    c->max_header_list_size = 65536;
+    c->initial_window_size = 65535;
+    c->hpack_encoder_table_size = 4096;
+    c->connection_window_size = 1 << 20;
+    c->max_resets_per_second = 200;
+    c->coro_stack_size = CORO_DEFAULT_STACK;
+    c->parking_source = "default";
+    for (int i = 0; i < MAX_LISTEN; i++)
+        c->listen_of_slot[i] = -1;
+    return c;
+}
+
+static const char *scope_name(const struct scope *s)
+{
+    return s->kind == SCOPE_TOP ? "at the top level" : s->kind == SCOPE_SITE ? "in this site" : "in this location";
+}
+
+static const char *origin_text(struct config *c, struct origin o)
+{
+    (void)c;
+    static __thread char text[200];
+    snprintf(text, sizeof text, "%s:%u", c->parse->src_name, o.line);
+    return text;
+}
+
+/* Clears what a repeating key listed in s, before a newer source's first line of it. */
+static void clear_repeating(struct config_parse *p, struct scope *s, int k)
+{
+    switch (k) {
+    case K_LISTEN: s->listens = (struct vec){ 0 }; break;
+    case K_CERT: s->certs = (struct vec){ 0 }; break;
+    case K_KEY: s->keys = (struct vec){ 0 }; break;
+    case K_HEADER: s->headers = (struct vec){ 0 }; break;
+    case K_ALLOW: case K_DENY: s->access = (struct vec){ 0 }; s->at[K_ALLOW].src = s->at[K_DENY].src = p->src; break;
+    case K_ERROR_PAGE: s->errors = (struct vec){ 0 }; break;
+    case K_REAL_IP_FROM: p->real_ip = (struct vec){ 0 }; break;
+    case K_BUILTIN_ROUTES_ALLOW: p->builtin_allow = (struct vec){ 0 }; break;
+    default: break;
+    }
+}
+
+/* One "key = value" in scope s of the source being read. */
+static void set_key(struct config *c, struct scope *s, const char *key, const char *value, struct config_errors *e)
+{
+    struct config_parse *p = c->parse;
+    int k = -1;
+    for (int i = 0; i < K_COUNT && k < 0; i++)
+        if (!strcmp(config_keys[i].name, key))
+            k = i;
+    const char *where = p->line ? fmt(c, "%s:%u", p->src_name, p->line) : fmt(c, "%s", p->src_name);
+    if (k < 0 || config_keys[k].section) {
+        config_error(e, "%s: unknown key '%s'", where, key);
+        return;
+    }
+    unsigned scope_bit = s->kind == SCOPE_TOP ? KEY_TOP : s->kind == SCOPE_SITE ? KEY_SITE : KEY_LOCATION;
+    if (!(config_keys[k].scopes & scope_bit)) {
+        const char *only = config_keys[k].scopes == KEY_TOP ? "only at the top level, for the whole daemon"
+                           : config_keys[k].scopes == KEY_LOCATION ? "only in a location"
+                                                                   : "at the top level or in a site";
+        config_error(e, "%s: '%s' is not allowed %s: it goes %s", where, key, scope_name(s), only);
+        return;
+    }
+    struct origin *at = &s->at[k];
+    bool cli = !p->line;
+    struct scope saved;
+    struct vec saved_real_ip = p->real_ip, saved_builtin_allow = p->builtin_allow;
+    bool replacing = config_keys[k].repeats && at->src != p->src;
+    if (replacing) {
+        saved = *s;                /* a line that fails replaces nothing */
+        clear_repeating(p, s, k);
+    } else if (!config_keys[k].repeats && at->src == p->src && !cli) {
+        struct origin first = *at;
+        config_error(e, "%s: '%s' given twice %s (first at %s)", where, key, scope_name(s), origin_text(c, first));
+        return;
+    }
+    char why[1024];
+    struct setter_args a = { c, s, value, where, why, sizeof why };
+    int rc = defs[k].set ? defs[k].set(&a) : set_global(c, k, key, value, why, sizeof why);
+    if (rc) {
+        if (replacing) {
+            *s = saved;
+            p->real_ip = saved_real_ip;
+            p->builtin_allow = saved_builtin_allow;
         }
-    if (!strcmp(key, "access_log_format")) {
-        if (!strcmp(value, "combined"))
-            return c->access_log_format = ACCESS_LOG_COMBINED, CONFIG_OK;
-        if (!strcmp(value, "json"))
-            return c->access_log_format = ACCESS_LOG_JSON, CONFIG_OK;
-        return VALUE_ERR("'%s' is not combined or json");
+        config_error(e, "%s: %s", where, why);
+        return;
     }
-    if (!strcmp(key, "log_level")) {
-        int l = log_level_parse(value);
-        if (l < 0)
-            return VALUE_ERR("'%s' is not one of error, warn, info, debug");
-        return c->log_level = l, CONFIG_OK;
-    }
-    struct { const char *name; double *dst; } durations[] = {
-        { "preface_timeout", &c->preface_timeout }, { "idle_timeout", &c->idle_timeout },
-        { "write_timeout", &c->write_timeout }, { "body_timeout", &c->body_timeout },
-        { "shutdown_timeout", &c->shutdown_timeout },
-        { "scavenge_interval", &c->scavenge_interval },
-    };
-    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++)
-        if (!strcmp(key, durations[i].name)) {
-            if (parse_duration(value, &d) || d > 86400 * 30)
-                return VALUE_ERR("'%s' is not a duration (like 10s, 250ms, 5m)");
-            return *durations[i].dst = d, CONFIG_OK;
-        }
-    if (!strcmp(key, "max_conns")) {
-        if (parse_count_or_auto(value, 10000000, &n))
-            return VALUE_ERR("'%s' is not a connection count (or auto)");
-        return c->max_conns = (long)n, CONFIG_OK;
-    }
-    if (!strcmp(key, "max_handlers")) {
-        if (parse_count_or_auto(value, 10000000, &n))
-            return VALUE_ERR("'%s' is not a handler count (or auto)");
-        return c->max_handlers = (long)n, CONFIG_OK;
-    }
-    struct { const char *name; uint32_t *dst; unsigned long long lo, hi; } ints[] = {
-        { "max_concurrent_streams", &c->max_concurrent_streams, 1, 1u << 31 },
-        { "max_header_list_size", &c->max_header_list_size, 1024, 16u << 20 },
-        { "initial_window_size", &c->initial_window_size, 1, 0x7fffffff },
-        { "connection_window_size", &c->connection_window_size, 65535, 0x7fffffff },
-        { "max_resets_per_second", &c->max_resets_per_second, 1, 1000000 },
-        { "hpack_encoder_table_size", &c->hpack_encoder_table_size, 0, 65536 },
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (!strcmp(key, ints[i].name)) {
-            if (parse_uint(value, ints[i].hi, &n) || n < ints[i].lo)
-                return VALUE_ERR("'%s' is out of range");
-            return *ints[i].dst = (uint32_t)n, CONFIG_OK;
-        }
-    if (!strcmp(key, "coro_stack_size")) {
-        if (parse_uint(value, 64u << 20, &n) || n < CORO_MIN_STACK)
-            return VALUE_ERR("'%s' is not a stack size in bytes (8192 .. 64 MiB)");
-        return c->coro_stack_size = (size_t)n, CONFIG_OK;
-    }
-    return fail(err, errlen, "unknown key '%s'%s", key, "");
+    at->src = p->src;
+    at->line = p->line;
+    if (k == K_PARKING)
+        c->parking_source = p->builtin ? "default" : cli ? "command line" : "config file";
 }
 
 static char *trim(char *s)
@@ -392,92 +1059,220 @@ static char *trim(char *s)
     return s;
 }
 
-int config_parse(struct config *c, const char *text, size_t len, const char *name, char *err, size_t errlen)
+/* A site's name: "*", "*.example.com", a host name or an IP address, in lower case. */
+static int site_name_ok(const char *w, char *out, size_t cap)
 {
-    bool listen_seen = false, allow_seen = false;
+    if (!strcmp(w, "*"))
+        return snprintf(out, cap, "*"), 0;
+    const char *h = w;
+    bool wild = !strncmp(w, "*.", 2);
+    if (wild)
+        h += 2;
+    size_t hl = strlen(h);
+    /* One wildcard, leftmost; no port; an IPv6 address in brackets. */
+    if (!hl || strchr(h, '*') || (h[0] != '[' && strchr(h, ':')) || (h[0] == '[' && h[hl - 1] != ']'))
+        return -1;
+    int n = host_normalize(h, out + (wild ? 2 : 0), cap - 2);
+    if (n <= 0 || (wild && h[0] == '['))
+        return -1;
+    if (wild)
+        memcpy(out, "*.", 2);
+    return 0;
+}
+
+static struct scope *open_site(struct config *c, char *rest, struct config_errors *e)
+{
+    struct config_parse *p = c->parse;
+    struct scope *s = alloc(c, sizeof *s);
+    s->kind = SCOPE_SITE;
+    s->from = fmt(c, "%s:%u", p->src_name, p->line);
+    s->locations_tail = &s->locations;
+    for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        char name[300];
+        if (strlen(w) >= 256 || site_name_ok(w, name, sizeof name)) {
+            config_error(e, "%s: site name '%.100s' is not a host name, *.domain, an IP address or *", s->from, w);
+            continue;
+        }
+        *(const char **)push(c, &s->names, sizeof(char *)) = sdup(c, name);
+    }
+    if (!s->names.n && !e->count)
+        config_error(e, "%s: a site needs its names (example.com, *.example.com, or * for every other host)",
+                     s->from);
+    *p->top.sites_tail = s;
+    p->top.sites_tail = &s->next;
+    return s;
+}
+
+static struct scope *open_location(struct config *c, struct scope *parent, char *rest, struct config_errors *e)
+{
+    struct config_parse *p = c->parse;
+    struct scope *s = alloc(c, sizeof *s);
+    s->kind = SCOPE_LOCATION;
+    s->from = fmt(c, "%s:%u", p->src_name, p->line);
+    char *save = NULL, *w = strtok_r(rest, " \t", &save);
+    if (w && !strcmp(w, "=")) {
+        s->exact = true;
+        w = strtok_r(NULL, " \t", &save);
+    } else if (w && w[0] == '=' && w[1]) {
+        s->exact = true;
+        w++;
+    }
+    const char *bad = NULL;
+    if (!w || w[0] != '/')
+        bad = "a location is 'location /prefix/ {' or 'location = /exact/path {'";
+    else if (strtok_r(NULL, " \t", &save))
+        bad = "one path per location";
+    else if (strchr(w, '?') || strchr(w, '#') || strchr(w, '%'))
+        bad = "a location's path is matched against the decoded path: no '?', '#' or '%' escapes";
+    else if (strstr(w, "//") || strstr(w, "/./") || strstr(w, "/../") || !strcmp(w + strlen(w) - 2, "/.") ||
+             (strlen(w) >= 3 && !strcmp(w + strlen(w) - 3, "/..")))
+        bad = "a location's path has no empty, '.' or '..' segments (requests never have them)";
+    if (bad) {
+        config_error(e, "%s: %s", s->from, bad);
+        s->path = "/";
+    } else {
+        s->path = sdup(c, w);
+    }
+    for (struct scope *o = parent->locations; o && !bad; o = o->next)
+        if (o->exact == s->exact && !strcmp(o->path, s->path))
+            config_error(e, "%s: location %s%s is given twice in this %s (first at %s)", s->from, s->exact ? "= " : "",
+                         s->path, parent->kind == SCOPE_TOP ? "file's top level" : "site", o->from);
+    *parent->locations_tail = s;
+    parent->locations_tail = &s->next;
+    return s;
+}
+
+int config_parse(struct config *c, const char *text, size_t len, const char *name, struct config_errors *e)
+{
+    struct config_parse *p = c->parse;
+    int before = e->count;
+    p->src++;
+    p->src_name = sdup(c, name);
+    p->builtin = !strcmp(name, CONFIG_BUILTIN);
+    struct scope *stack[3] = { &p->top, NULL, NULL };
+    uint32_t opened_at[3] = { 0, 0, 0 };
+    int depth = 0;
     size_t pos = 0;
-    for (int lineno = 1; pos < len; lineno++) {
+    for (p->line = 1; pos < len; p->line++) {
         const char *nl = memchr(text + pos, '\n', len - pos);
         size_t ll = nl ? (size_t)(nl - (text + pos)) : len - pos;
         char line[2048];
-        if (ll >= sizeof line) {
-            snprintf(err, errlen, "%s:%d: line too long", name, lineno);
-            return CONFIG_ERROR;
-        }
-        memcpy(line, text + pos, ll);
-        line[ll] = 0;
+        bool too_long = ll >= sizeof line;
+        memcpy(line, text + pos, too_long ? 0 : ll);
+        line[too_long ? 0 : ll] = 0;
         pos += ll + (nl ? 1 : 0);
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = 0;
+        if (too_long) {
+            config_error(e, "%s:%u: line too long", name, p->line);
+            continue;
+        }
+        if (memchr(line, 0, ll)) {
+            config_error(e, "%s:%u: a NUL byte in the line", name, p->line);
+            continue;
+        }
+        /* A comment starts at a '#' that begins a word. */
+        for (char *h = strchr(line, '#'); h; h = strchr(h + 1, '#'))
+            if (h == line || isspace((unsigned char)h[-1])) {
+                *h = 0;
+                break;
+            }
         char *s = trim(line);
         if (!*s)
             continue;
+        struct scope *cur = stack[depth];
+        if (!strcmp(s, "}")) {
+            if (depth == 0)
+                config_error(e, "%s:%u: '}' with no section open", name, p->line);
+            else
+                depth--;
+            continue;
+        }
+        size_t sl = strlen(s);
         char *eq = strchr(s, '=');
+        bool section = s[sl - 1] == '{' && (!strncmp(s, "site", 4) || !strncmp(s, "location", 8)) &&
+                       (isspace((unsigned char)s[s[0] == 's' ? 4 : 8]) || s[s[0] == 's' ? 4 : 8] == '{');
+        if (section) {
+            s[sl - 1] = 0;
+            bool is_site = s[0] == 's';
+            char *rest = trim(s + (is_site ? 4 : 8));
+            if (is_site && cur->kind != SCOPE_TOP) {
+                config_error(e, "%s:%u: a site goes at the top level, not %s", name, p->line, scope_name(cur));
+            } else if (!is_site && cur->kind == SCOPE_LOCATION) {
+                config_error(e, "%s:%u: locations do not nest: close this one first (opened at %s:%u)", name,
+                             p->line, name, opened_at[depth]);
+            } else if (is_site) {
+                stack[depth + 1] = open_site(c, rest, e);
+                opened_at[++depth] = p->line;
+            } else {
+                stack[depth + 1] = open_location(c, cur, rest, e);
+                opened_at[++depth] = p->line;
+            }
+            continue;
+        }
         if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", name, lineno, s);
-            return CONFIG_ERROR;
+            config_error(e, "%s:%u: expected 'key = value', 'site NAMES {', 'location PATH {' or '}', got '%.200s'",
+                         name, p->line, s);
+            continue;
         }
         *eq = 0;
         char *key = trim(s), *value = trim(eq + 1);
-        if (!strcmp(key, "listen") && !listen_seen) {
-            listen_seen = true;
-            c->nlisten = 0;
-        }
-        if (!strcmp(key, "builtin_routes_allow") && !allow_seen) {
-            allow_seen = true;
-            c->nbuiltin_allow = 0;
-        }
-        char why[512];
-        if (config_set(c, key, value, why, sizeof why)) {
-            snprintf(err, errlen, "%s:%d: %s", name, lineno, why);
-            return CONFIG_ERROR;
-        }
-        if (!strcmp(key, "parking"))
-            c->parking_source = "config file";
-        if (!strcmp(key, "root")) {
-            if (!strcmp(name, CONFIG_BUILTIN))
-                snprintf(c->root_from, sizeof c->root_from, CONFIG_BUILTIN);
-            else
-                snprintf(c->root_from, sizeof c->root_from, "%.140s:%d", name, lineno);
-        }
+        set_key(c, cur, key, value, e);
     }
-    return CONFIG_OK;
+    for (; depth > 0; depth--)
+        config_error(e, "%s:%u: %s opened here is not closed with '}'", name, opened_at[depth],
+                     stack[depth]->kind == SCOPE_SITE ? "site" : "location");
+    p->line = 0;
+    return e->count > before ? CONFIG_ERROR : CONFIG_OK;
 }
 
-int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+int config_load_file(struct config *c, const char *path, struct config_errors *e)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        config_error(e, "%s: cannot read: %s", path, strerror(errno));
         return CONFIG_ERROR;
     }
     struct buf b = { 0 };
     char chunk[4096];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (buf_append(&b, chunk, n)) {
-            fclose(f);
-            buf_free(&b);
-            snprintf(err, errlen, "%s: out of memory", path);
-            return CONFIG_ERROR;
-        }
+    bool oom = false;
+    while (!oom && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        oom = buf_append(&b, chunk, n) != 0;
     bool bad = ferror(f);
     fclose(f);
-    if (bad) {
+    if (bad || oom) {
         buf_free(&b);
-        snprintf(err, errlen, "%s: read error", path);
+        config_error(e, "%s: %s", path, oom ? "out of memory" : "read error");
         return CONFIG_ERROR;
     }
-    int rc = config_parse(c, b.data ? b.data : "", b.len, path, err, errlen);
+    int rc = config_parse(c, b.data ? b.data : "", b.len, path, e);
     buf_free(&b);
     return rc;
 }
 
-int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), char *err, size_t errlen)
+int config_set(struct config *c, const char *key, const char *value, struct config_errors *e)
+{
+    struct config_parse *p = c->parse;
+    int before = e->count;
+    if (!p->src_name || strcmp(p->src_name, "command line")) {
+        p->src++;
+        p->src_name = "command line";
+        p->builtin = false;
+    }
+    p->line = 0;
+    if (!strcmp(key, "listen") && !p->cli_listen) {
+        p->cli_listen = true;      /* a flag's addresses replace every listen line */
+        for (struct scope *s = p->top.sites; s; s = s->next)
+            s->listens = (struct vec){ 0 };
+    }
+    set_key(c, &p->top, key, value, e);
+    return e->count > before ? CONFIG_ERROR : CONFIG_OK;
+}
+
+int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), struct config_errors *e)
 {
     char copy[1024];
     snprintf(copy, sizeof copy, "%s", env);
+    int before = e->count;
     for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');
         char *key = trim(item), *value = (char *)"";
@@ -493,10 +1288,8 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
                 c->parking = false;
             else if (!strcmp(value, "1"))
                 c->parking = true;
-            else {
-                snprintf(err, errlen, "H2PARK_DEBUG: http2serveparking=%s: expected 0 or 1", value);
-                return CONFIG_ERROR;
-            }
+            else
+                config_error(e, "H2PARK_DEBUG: http2serveparking=%s: expected 0 or 1", value);
             c->parking_source = "H2PARK_DEBUG";
         } else if (!strcmp(key, "corostackpaint")) {
             c->coro_paint = !strcmp(value, "1");
@@ -504,10 +1297,449 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
             warn(key);
         }
     }
-    return CONFIG_OK;
+    return e->count > before ? CONFIG_ERROR : CONFIG_OK;
 }
 
-/* Derived values that depend on the machine. */
+/* ---- the tree: what each location serves by ---- */
+
+/* Settings as a location ends up with them: the top level's, then its site's, then its own. */
+struct merged {
+    const char *root, *root_from;
+    bool alias;
+    struct vec index;
+    struct vec headers;
+    const struct access_rule *access;
+    uint32_t naccess;
+    uint64_t max_body;
+    struct vec errors;
+    uint8_t dotfiles;
+    bool listing;
+    const char *fallback;
+    const struct return_spec *ret;
+    uint8_t handler;
+    const struct route *route;
+};
+
+static void merge(struct config *c, struct merged *m, const struct scope *s)
+{
+    const struct origin *at = s->at;
+    if (at[K_ROOT].src || at[K_ALIAS].src || (s->kind == SCOPE_TOP && s->root)) {
+        m->root = s->root;
+        m->root_from = s->root_from;
+        m->alias = s->alias;
+    }
+    if (at[K_INDEX].src)
+        m->index = s->index;
+    /* Headers and error pages add to what is inherited, a name or status given again
+     * replacing the inherited one; access rules replace the inherited list, since their
+     * order decides. */
+    if (s->headers.n) {
+        const struct added_header *own = s->headers.v;
+        struct vec kept = { 0 };
+        for (uint32_t j = 0; j < m->headers.n; j++) {
+            const struct added_header *o = (const struct added_header *)m->headers.v + j;
+            bool replaced = false;
+            for (uint32_t i = 0; i < s->headers.n; i++)
+                replaced |= !strcmp(o->name, own[i].name);
+            if (!replaced)
+                *(struct added_header *)push(c, &kept, sizeof *o) = *o;
+        }
+        for (uint32_t i = 0; i < s->headers.n; i++)
+            *(struct added_header *)push(c, &kept, sizeof *own) = own[i];
+        m->headers = kept;
+    }
+    if (at[K_ALLOW].src || at[K_DENY].src) {
+        m->access = s->access.v;
+        m->naccess = s->access.n;
+    }
+    if (at[K_MAX_BODY_SIZE].src)
+        m->max_body = s->max_body;
+    for (uint32_t i = 0; i < s->errors.n; i++) {
+        const struct error_page *p = (const struct error_page *)s->errors.v + i;
+        struct vec kept = { 0 };
+        for (uint32_t j = 0; j < m->errors.n; j++) {
+            const struct error_page *o = (const struct error_page *)m->errors.v + j;
+            if (o->status != p->status)
+                *(struct error_page *)push(c, &kept, sizeof *o) = *o;
+        }
+        *(struct error_page *)push(c, &kept, sizeof *p) = *p;
+        m->errors = kept;
+    }
+    if (at[K_DOTFILES].src)
+        m->dotfiles = s->dotfiles;
+    if (at[K_DIRECTORY_LISTING].src)
+        m->listing = s->listing;
+    if (at[K_FALLBACK].src)
+        m->fallback = s->fallback;
+    if (at[K_RETURN].src) {
+        m->handler = HANDLER_RETURN;
+        m->ret = s->ret;
+        m->route = NULL;
+    }
+    if (at[K_HANDLER].src) {
+        m->handler = s->builtin_handler ? HANDLER_BUILTIN : HANDLER_STATIC;
+        m->route = s->route;
+        m->ret = NULL;
+    }
+}
+
+static bool same_strings(const struct vec *a, const char *const *b, uint32_t nb)
+{
+    if (a->n != nb)
+        return false;
+    for (uint32_t i = 0; i < nb; i++)
+        if (strcmp(((const char **)a->v)[i], b[i]))
+            return false;
+    return true;
+}
+
+static uint64_t next_docroot_id(void)
+{
+    static _Atomic uint64_t id;
+    return atomic_fetch_add(&id, 1) + 1;
+}
+
+static const struct docroot *docroot_for(struct config *c, struct vec *roots, const struct merged *m)
+{
+    bool builtin = !strcmp(m->root_from, CONFIG_BUILTIN);
+    for (uint32_t i = 0; i < roots->n; i++) {
+        struct docroot *d = ((struct docroot **)roots->v)[i];
+        if (!strcmp(d->path, m->root) && same_strings(&m->index, d->index, d->nindex) && d->builtin_default == builtin)
+            return d;
+    }
+    struct docroot *d = alloc(c, sizeof *d);
+    d->path = m->root;
+    d->from = m->root_from;
+    d->index = m->index.v;
+    d->nindex = (uint8_t)m->index.n;
+    d->builtin_default = builtin;
+    d->fd = -1;
+    d->id = next_docroot_id();
+    *(struct docroot **)push(c, roots, sizeof d) = d;
+    return d;
+}
+
+static uint32_t hash_bytes(uint32_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
+static void fill_location(struct config *c, struct vec *roots, struct location *l, const struct merged *m)
+{
+    l->handler = m->handler;
+    l->route = m->route;
+    l->ret = m->ret;
+    l->docroot = docroot_for(c, roots, m);
+    l->alias = m->alias;
+    l->dotfiles = m->dotfiles;
+    l->listing = m->listing;
+    l->fallback = m->fallback;
+    l->max_body = m->max_body;
+    l->headers = m->headers.v;
+    l->nheaders = (uint16_t)m->headers.n;
+    l->access = m->access;
+    l->naccess = (uint16_t)m->naccess;
+    l->errors = m->errors.v;
+    l->nerrors = (uint16_t)m->errors.n;
+    l->path_len = (uint32_t)strlen(l->path);
+    /* An exact location aliased to a file: its directory is the root, its name the file. */
+    if (l->alias && l->exact && l->handler == HANDLER_STATIC) {
+        const char *slash = strrchr(m->root, '/');
+        if (slash && slash[1]) {
+            struct merged dir = *m;
+            dir.root = slash == m->root ? "/" : dupn(c, m->root, (size_t)(slash - m->root));
+            l->docroot = docroot_for(c, roots, &dir);
+            l->alias_file = slash + 1;
+        }
+    }
+}
+
+/* A site's locations: its own, the top level's it does not override, "/" if neither
+ * has it, and the built-in routes at their paths unless something else is placed
+ * there.  A built-in route takes its settings (access rules, headers) from the location
+ * that would have answered its path without it, so "location /-/ { allow = ... }"
+ * restricts the built-in routes under /-/ as it does any file there. */
+static void build_locations(struct config *c, struct vec *roots, struct site *site, const struct scope *sites_scope,
+                            const struct merged *site_m, const struct scope *top)
+{
+    struct vec locs = { 0 }, merged = { 0 };
+    const struct scope *lists[2] = { sites_scope ? sites_scope->locations : NULL, top->locations };
+    bool has_root = false;
+    for (int li = 0; li < 2; li++)
+        for (const struct scope *s = lists[li]; s; s = s->next) {
+            bool shadowed = false;
+            for (uint32_t i = 0; i < locs.n && li == 1; i++) {
+                const struct location *o = (const struct location *)locs.v + i;
+                shadowed |= o->exact == s->exact && !strcmp(o->path, s->path);
+            }
+            if (shadowed)
+                continue;
+            struct merged *m = push(c, &merged, sizeof *m);
+            *m = *site_m;
+            merge(c, m, s);
+            struct location *l = push(c, &locs, sizeof *l);
+            l->path = s->path;
+            l->exact = s->exact;
+            l->from = s->from;
+            has_root |= !s->exact && !strcmp(s->path, "/");
+        }
+    if (!has_root) {
+        *(struct merged *)push(c, &merged, sizeof *site_m) = *site_m;
+        struct location *l = push(c, &locs, sizeof *l);
+        l->path = "/";
+        l->from = site->from;
+    }
+    uint32_t placed_by_config = locs.n;
+    for (size_t r = 0; c->builtin_routes && r < nknown_routes; r++) {
+        const char *path = known_routes[r].path;
+        size_t pl = strlen(path);
+        int cover = -1;
+        bool placed = false;
+        for (uint32_t i = 0; i < placed_by_config; i++) {
+            const struct location *o = (const struct location *)locs.v + i;
+            size_t ol = strlen(o->path);
+            placed |= o->exact && !strcmp(o->path, path);
+            if (!o->exact && ol <= pl && !memcmp(o->path, path, ol) &&
+                (cover < 0 || strlen(((const struct location *)locs.v)[cover].path) < ol))
+                cover = (int)i;
+        }
+        if (placed)
+            continue;
+        struct merged *m = push(c, &merged, sizeof *m);
+        *m = ((const struct merged *)merged.v)[cover];
+        m->handler = HANDLER_BUILTIN;
+        m->route = known_routes[r].route;
+        m->ret = NULL;
+        struct location *l = push(c, &locs, sizeof *l);
+        l->path = path;
+        l->exact = true;
+        l->implicit = true;
+        l->from = "built-in route";
+    }
+    for (uint32_t i = 0; i < locs.n; i++)
+        fill_location(c, roots, (struct location *)locs.v + i, (const struct merged *)merged.v + i);
+    site->locations = locs.v;
+    site->nlocations = locs.n;
+    uint32_t nexact = 0;
+    for (uint32_t i = 0; i < locs.n; i++) {
+        site->locations[i].site = site;
+        nexact += site->locations[i].exact;
+    }
+    uint32_t slots = 8;
+    while (slots < nexact * 2)
+        slots *= 2;
+    site->exact = alloc(c, slots * sizeof *site->exact);
+    site->exact_mask = slots - 1;
+    site->prefixes = alloc(c, (locs.n - nexact) * sizeof *site->prefixes + sizeof(void *));
+    for (uint32_t i = 0; i < locs.n; i++) {
+        struct location *l = &site->locations[i];
+        if (l->exact) {
+            uint32_t h = hash_bytes(2166136261u, l->path, l->path_len) & site->exact_mask;
+            while (site->exact[h])
+                h = (h + 1) & site->exact_mask;
+            site->exact[h] = l;
+        } else {
+            /* longest first; equal lengths keep their order */
+            uint32_t j = site->nprefixes++;
+            while (j > 0 && site->prefixes[j - 1]->path_len < l->path_len) {
+                site->prefixes[j] = site->prefixes[j - 1];
+                j--;
+            }
+            site->prefixes[j] = l;
+        }
+    }
+}
+
+static void add_name(struct config *c, struct site_table *t, const char *name, const struct site *s,
+                     const char *listen, struct config_errors *e)
+{
+    size_t n = strlen(name);
+    uint32_t h = hash_bytes(2166136261u, name, n) & t->mask;
+    for (; t->names[h].name; h = (h + 1) & t->mask)
+        if (t->names[h].len == n && !memcmp(t->names[h].name, name, n)) {
+            if (e && t->names[h].site != s)
+                config_error(e, "%s: site name %s is taken already, on %s, by the site at %s", s->from, name, listen,
+                             t->names[h].site->from);
+            return;
+        }
+    (void)c;
+    t->names[h] = (struct site_name){ name, (uint32_t)n, s };
+}
+
+static void build_table(struct config *c, struct site_table *t, uint32_t bit, const char *listen,
+                        struct config_errors *e)
+{
+    uint32_t names = 0;
+    for (uint32_t i = 0; i < c->nsites; i++)
+        if (c->sites[i].listen_mask & bit) {
+            t->nsites++;
+            names += c->sites[i].nnames;
+        }
+    uint32_t slots = 8;
+    while (slots < names * 2)
+        slots *= 2;
+    t->names = alloc(c, slots * sizeof *t->names);
+    t->mask = slots - 1;
+    const struct site *first = NULL, *catch_all = NULL;
+    for (uint32_t i = 0; i < c->nsites; i++) {
+        const struct site *s = &c->sites[i];
+        if (!(s->listen_mask & bit))
+            continue;
+        if (s->catch_all && catch_all && e)
+            config_error(e, "%s: two sites for every other host on %s: this one and the one at %s", s->from, listen,
+                         catch_all->from);
+        if (s->catch_all && !catch_all)
+            catch_all = s;
+        if (!first)
+            first = s;
+        for (uint16_t k = 0; k < s->nnames; k++)
+            if (strcmp(s->names[k], "*"))
+                add_name(c, t, s->names[k], s, listen, e);
+    }
+    /* No site for every other host: the first site of the listener, as nginx. */
+    t->dflt = catch_all ? catch_all : first;
+}
+
+static bool same_pairs(const struct tls_identity *t, const struct vec *certs, const struct vec *keys)
+{
+    if (t->npairs != certs->n)
+        return false;
+    for (uint32_t i = 0; i < certs->n; i++)
+        if (strcmp(t->pairs[i].cert, ((const struct named_path *)certs->v)[i].path) ||
+            strcmp(t->pairs[i].key, ((const struct named_path *)keys->v)[i].path))
+            return false;
+    return true;
+}
+
+int config_finish(struct config *c, struct config_errors *e)
+{
+    struct config_parse *p = c->parse;
+    int before = e->count;
+    const struct scope *top = &p->top;
+    c->real_ip_from = p->real_ip.v;
+    c->nreal_ip_from = (uint16_t)p->real_ip.n;
+    c->builtin_allow = p->builtin_allow.v;
+    c->nbuiltin_allow = (uint16_t)p->builtin_allow.n;
+    /* The sites: the file's, or the top level as the one site for every host. */
+    uint32_t nsites = 0;
+    for (const struct scope *s = top->sites; s; s = s->next)
+        nsites++;
+    c->nsites = nsites ? nsites : 1;
+    c->sites = alloc(c, c->nsites * sizeof *c->sites);
+    struct merged top_m = { .dotfiles = DOTFILES_DENY, .handler = HANDLER_STATIC };
+    *(const char **)push(c, &top_m.index, sizeof(char *)) = "index.html";
+    merge(c, &top_m, top);
+    struct vec roots = { 0 }, tls = { 0 };
+    const struct scope *s = top->sites;
+    for (uint32_t i = 0; i < c->nsites; i++, s = s ? s->next : NULL) {
+        struct site *site = &c->sites[i];
+        const struct scope *own = nsites ? s : NULL;
+        site->from = own ? own->from : "the top level";
+        site->names = own ? own->names.v : NULL;
+        site->nnames = own ? (uint16_t)own->names.n : 0;
+        site->catch_all = !own;
+        for (uint16_t k = 0; k < site->nnames; k++) {
+            if (!strcmp(site->names[k], "*"))
+                site->catch_all = true;
+            else if (!site->name && site->names[k][0] != '*')
+                site->name = site->names[k];
+        }
+        /* Its listen addresses: its own, else the top level's. */
+        const struct vec *ls = own && own->listens.n ? &own->listens : &top->listens;
+        for (uint32_t k = 0; k < ls->n; k++) {
+            const struct listen_addr *a = (const struct listen_addr *)ls->v + k;
+            int idx = -1;
+            for (int j = 0; j < c->nlisten && idx < 0; j++)
+                if (same_listen_addr(&c->listen[j], a)) {
+                    idx = j;
+                    if (c->listen[j].tls != a->tls || c->listen[j].proxy_protocol != a->proxy_protocol ||
+                        c->listen[j].dual != a->dual)
+                        config_error(e, "%s: listen %s is also given at %s with other options: one address, one "
+                                     "set of options", a->from, a->text, c->listen[j].from);
+                }
+            if (idx < 0 && c->nlisten == MAX_LISTEN) {
+                config_error(e, "%s: too many listen addresses (at most %d)", a->from, MAX_LISTEN);
+                continue;
+            }
+            if (idx < 0) {
+                idx = c->nlisten++;
+                c->listen[idx] = *a;
+            }
+            site->listen_mask |= 1u << idx;
+        }
+        struct merged m = top_m;
+        if (own) {
+            merge(c, &m, own);
+            site->https_redirect = own->at[K_HTTPS_REDIRECT].src ? own->https_redirect : top->https_redirect;
+        } else {
+            site->https_redirect = top->https_redirect;
+        }
+        build_locations(c, &roots, site, own, &m, top);
+        /* Its certificates: its own, else the top level's; none: the self-signed one. */
+        const struct scope *cs = own && (own->certs.n || own->keys.n) ? own : top;
+        site->tls = -1;
+        bool on_tls = false;
+        for (int j = 0; j < c->nlisten; j++)
+            on_tls |= (site->listen_mask >> j & 1) && c->listen[j].tls;
+        if (cs->certs.n != cs->keys.n) {
+            if (cs != top || i == 0)
+                config_error(e, "%s: %u cert and %u key %s: each certificate needs its key (they pair in order), or "
+                             "give neither for a self-signed certificate",
+                             cs->certs.n ? ((const struct named_path *)cs->certs.v)[0].from
+                                         : ((const struct named_path *)cs->keys.v)[0].from,
+                             cs->certs.n, cs->keys.n, scope_name(cs));
+            continue;
+        }
+        if (!on_tls)
+            continue;
+        for (uint32_t t = 0; t < tls.n && site->tls < 0; t++)
+            if (same_pairs((const struct tls_identity *)tls.v + t, &cs->certs, &cs->keys))
+                site->tls = (int)t;
+        if (site->tls < 0) {
+            struct tls_identity *id = push(c, &tls, sizeof *id);
+            struct tls_pair *pairs = alloc(c, (cs->certs.n + 1) * sizeof *pairs);
+            for (uint32_t k = 0; k < cs->certs.n; k++) {
+                const struct named_path *cp = (const struct named_path *)cs->certs.v + k;
+                const struct named_path *kp = (const struct named_path *)cs->keys.v + k;
+                pairs[k] = (struct tls_pair){ cp->path, kp->path, cp->from, kp->from };
+            }
+            id->pairs = pairs;
+            id->npairs = (uint8_t)cs->certs.n;
+            site->tls = (int)(tls.n - 1);
+        }
+    }
+    c->tls = tls.v;
+    c->ntls = tls.n;
+    c->docroots = roots.v;
+    c->ndocroots = roots.n;
+    if (c->nlisten == 0)
+        config_error(e, "no listen address");
+    for (int j = 0; j < c->nlisten; j++)
+        build_table(c, &c->listen_sites[j], 1u << j, c->listen[j].text, e);
+    build_table(c, &c->all_sites, ~0u, "any address", NULL);
+    /* Where https_redirect sends a site: its own TLS port, else that of a TLS site of the
+     * same name (nginx's pair of server blocks), else 443. */
+    for (uint32_t i = 0; i < c->nsites; i++) {
+        struct site *site = &c->sites[i];
+        for (int j = 0; j < c->nlisten && !site->https_port; j++)
+            if ((site->listen_mask >> j & 1) && c->listen[j].tls)
+                site->https_port = listen_port(&c->listen[j]);
+        for (int j = 0; j < c->nlisten && !site->https_port && site->name; j++) {
+            const struct site *o = c->listen[j].tls ? site_for_host(&c->listen_sites[j], site->name, strlen(site->name))
+                                                    : NULL;
+            if (o && o != site && o->nnames && !o->catch_all)
+                site->https_port = listen_port(&c->listen[j]);
+        }
+        if (!site->https_port)
+            site->https_port = 443;
+    }
+    return e->count > before ? CONFIG_ERROR : CONFIG_OK;
+}
+
+/* ---- derived values that depend on the machine ---- */
+
 static long worker_count(const struct config *c)
 {
     long n = c->workers > 0 ? c->workers : sysconf(_SC_NPROCESSORS_ONLN);

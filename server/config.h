@@ -1,13 +1,23 @@
-/* The daemon's configuration (config.c): one struct, filled from the embedded default,
- * a config file, H2PARK_DEBUG and the command line, in that order.
+/* The daemon's configuration (config.c): one immutable tree per generation, built from
+ * the embedded default, a config file, H2PARK_DEBUG and the command line, in that order.
  *
- * cfg is per thread.  The main thread loads and checks a configuration, then publishes
- * it (core/worker.c); each worker copies the published one into its own cfg between two
- * events of its loop.  So no thread reads a configuration another is writing, and
- * everything a worker does within one event sees one configuration. */
+ * The tree: global settings; the listen addresses, each with its table of sites; sites,
+ * each with its names, certificates and locations; locations, each with the settings a
+ * request under it is served by, already merged from the top level, the site and the
+ * location itself (struct location holds the answer, never a pointer to "inherit").
+ *
+ * Ownership: the main thread builds and checks a tree, opens what it needs (sockets,
+ * TLS contexts, roots: config_on_free says how each is closed), and publishes it
+ * (core/worker.c).  From then on it is read-only and shared: each worker holds a
+ * reference to the one it runs, each request to the one it began under (through its
+ * worker's per-generation count, worker_hold_config), and the last to let go frees it -
+ * so a reload swaps the whole tree at once and requests in flight finish on theirs.
+ * No thread-local or global copy exists: code reads the worker's (w->cfg) or the
+ * request's (req_location, req_config) tree. */
 #ifndef H2PARK_CONFIG_H
 #define H2PARK_CONFIG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,33 +35,148 @@ struct listen_addr {
     bool proxy_protocol;           /* a PROXY protocol header (v1 or v2) comes first */
     bool dual;                     /* "*:PORT": one IPv6 socket that takes IPv4 too */
     char text[64];
+    const char *from;              /* "site.conf:3", "command line", ... */
 };
 
-/* An address or a network (ADDR/BITS), IPv4 or IPv6. */
-struct cidr {
-    uint8_t family;                /* AF_INET, AF_INET6 */
-    uint8_t bits;
+/* An address block: IPv4 is kept as IPv4-mapped IPv6 (::ffff:a.b.c.d), so one
+ * comparison serves both families and a dual-stack socket's peers match IPv4 rules. */
+struct net {
     uint8_t addr[16];
+    uint8_t bits;
 };
-#define MAX_ALLOW 64
+struct access_rule {
+    struct net net;
+    bool allow;
+};
+
+struct added_header {
+    const char *name, *value;      /* name in lower case */
+    uint32_t name_len, value_len;
+    bool always;                   /* on every response, not only 2xx and 3xx (nginx's "always") */
+};
+
+struct error_page {
+    uint16_t status;
+    const char *uri;
+};
+
+/* A return: a status, and a URL (3xx: Location) or a body, with $variables. */
+struct return_spec {
+    uint16_t status;
+    bool is_url;
+    const char *text;              /* NULL: status only */
+};
+
+/* A directory files are served from, opened once per configuration (app/static.c). */
+struct docroot {
+    const char *path;              /* absolute once opened */
+    const char *from;              /* where it was set */
+    const char *const *index;      /* the files a directory is answered with, in order */
+    uint8_t nindex;
+    bool builtin_default;          /* the embedded default's root: missing, / is the built-in page */
+    int fd;                        /* -1: not there (builtin_default only) or not opened yet */
+    uint64_t id;                   /* unique in the process: the open-file cache's key */
+};
+
+/* What answers a location's requests: one choice, so a new kind (a reverse proxy) is a
+ * new value here and a case in app/routes.c, not a special case anywhere else. */
+enum handler_kind { HANDLER_STATIC, HANDLER_RETURN, HANDLER_BUILTIN };
+enum dotfiles_policy { DOTFILES_DENY, DOTFILES_ALLOW };
+
+struct route;                      /* app/app.h: a built-in route */
+struct site;
+
+struct location {
+    const char *path;              /* as matched: the request's decoded path */
+    uint32_t path_len;
+    bool exact;                    /* "location = /path": that path only */
+    bool implicit;                 /* a built-in route the configuration did not place */
+    uint8_t handler;               /* enum handler_kind */
+    const struct route *route;     /* HANDLER_BUILTIN */
+    const struct return_spec *ret; /* HANDLER_RETURN */
+    const struct docroot *docroot; /* HANDLER_STATIC, and error pages and the fallback */
+    bool alias;                    /* the location's path is cut before looking under docroot */
+    const char *alias_file;        /* an exact location aliased to one file: that file's name */
+    uint8_t dotfiles;              /* enum dotfiles_policy */
+    bool listing;                  /* a directory without an index file is listed */
+    const char *fallback;          /* a path under docroot for what is not there (SPA), or NULL */
+    uint64_t max_body;             /* request body bytes; 0: no limit */
+    const struct added_header *headers;
+    uint16_t nheaders;
+    const struct access_rule *access;   /* first match decides; none matching: allowed */
+    uint16_t naccess;
+    const struct error_page *errors;
+    uint16_t nerrors;
+    const struct site *site;
+    const char *from;
+};
+
+struct site {
+    const char *const *names;      /* lower case; "*.example.com" for a wildcard */
+    uint16_t nnames;
+    bool catch_all;                /* named "*" (or the only site): the default of its listeners */
+    const char *name;              /* its first plain name, for $host when a request has none */
+    struct location *locations;
+    uint32_t nlocations;
+    struct location **exact;       /* hash of the exact locations, by path */
+    uint32_t exact_mask;
+    struct location **prefixes;    /* the prefix locations, longest first */
+    uint32_t nprefixes;
+    uint32_t listen_mask;          /* bit i: serves on config->listen[i] */
+    int tls;                       /* index in config->tls, or -1 */
+    bool https_redirect;           /* cleartext requests get 308 to https:// */
+    uint16_t https_port;
+    const char *from;
+};
+
+struct site_name {
+    const char *name;
+    uint32_t len;
+    const struct site *site;
+};
+
+/* The sites of one listen address: a name hash, and its default. */
+struct site_table {
+    const struct site *dflt;
+    uint32_t nsites;
+    struct site_name *names;       /* open addressing, mask + 1 slots */
+    uint32_t mask;
+};
+
+struct tls_pair {
+    const char *cert, *key;
+    const char *cert_from, *key_from;
+};
+/* One set of certificates (several sites may share it); ctx is the SSL_CTX made for it
+ * when the configuration is applied (core/tls.c). */
+struct tls_identity {
+    const struct tls_pair *pairs;  /* none: the self-signed certificate */
+    uint8_t npairs;
+    void *ctx;
+};
+
+enum real_ip_header { REAL_IP_X_FORWARDED_FOR, REAL_IP_FORWARDED, REAL_IP_X_REAL_IP };
+enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
+
+struct config_parse;               /* config.c: what parsing keeps until config_finish */
+struct config_cleanup;
 
 struct config {
-    struct listen_addr listen[MAX_LISTEN];
-    int nlisten;
-    int workers;
-    char root[1024];
-    char cert[1024], key[1024];
+    _Atomic long refs;
+    /* Global settings. */
+    long workers;                  /* 0 = auto */
     bool parking;
     bool builtin_routes;
-    /* Who the built-in routes but /-/healthz answer (builtin_routes_allow); 0: nobody. */
-    struct cidr builtin_allow[MAX_ALLOW];
-    int nbuiltin_allow;
+    /* Who the built-in routes but /-/healthz answer where the configuration did not place
+     * them (builtin_routes_allow): allow rules. */
+    const struct access_rule *builtin_allow;
+    uint16_t nbuiltin_allow;
     bool server_header;            /* send Server: h2park */
-    char access_log[1024];
+    const char *access_log;        /* "" = none */
     int access_log_format;         /* enum access_log_format */
     int log_level;
     double preface_timeout, idle_timeout, write_timeout, body_timeout, shutdown_timeout, scavenge_interval;
-    long max_conns;
+    long max_conns;                /* 0 = auto (config_max_conns) */
     long max_handlers;             /* per worker; 0 = auto (config_max_handlers) */
     uint32_t max_concurrent_streams;
     uint32_t max_header_list_size;
@@ -62,33 +187,110 @@ struct config {
     size_t coro_stack_size;
     bool coro_guard_pages;
     bool coro_paint;
-    const char *parking_source;   /* which setting decided parking, for the log */
-    char user[64];                /* drop to this user after binding; "" = stay */
-    char root_from[160];          /* where root was set: "site.conf:3", "command line", ... */
+    const char *parking_source;    /* which setting decided parking, for the log */
+    char user[64];                 /* drop to this user after binding; "" = stay */
+    /* Clients' addresses: believed from these proxies' headers (realip.c). */
+    const struct access_rule *real_ip_from;
+    uint16_t nreal_ip_from;
+    uint8_t real_ip_header;        /* enum real_ip_header */
+
+    /* The tree, from config_finish. */
+    struct listen_addr listen[MAX_LISTEN];
+    int nlisten;
+    struct site_table listen_sites[MAX_LISTEN];
+    struct site_table all_sites;   /* for a connection whose listener went away */
+    int8_t listen_of_slot[MAX_LISTEN];   /* listener slot -> listen index, -1 (set when applied) */
+    void *listen_ctx[MAX_LISTEN];  /* SSL_CTX a TLS listener's handshakes start with (core/tls.c) */
+    struct site *sites;
+    uint32_t nsites;
+    struct tls_identity *tls;
+    uint32_t ntls;
+    struct docroot **docroots;
+    uint32_t ndocroots;
+
+    struct config_parse *parse;    /* until config_finish */
+    struct config_cleanup *cleanup;
+    struct config_arena *arena;
 };
 
-extern __thread struct config cfg;
 extern const char default_conf_text[];
 extern const unsigned default_conf_size;
 /* config_parse's name for the embedded default; settings from it are "built-in default". */
 #define CONFIG_BUILTIN "built-in default"
 
 enum { CONFIG_OK = 0, CONFIG_ERROR = 2 };
-enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
-void config_defaults(struct config *c);
-/* Parses text as a config file named name; on error writes "name:line: problem" into err. */
-int config_parse(struct config *c, const char *text, size_t len, const char *name, char *err, size_t errlen);
-int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
-int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen);
+
+/* Every error found, one "where: problem" line each; the caller prints them all. */
+#define CONFIG_ERRORS_MAX 100
+struct config_errors {
+    int count;
+    size_t len;
+    char text[16384];
+};
+void config_error(struct config_errors *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The keys the file format takes, one table (config.c), and where each may appear. */
+enum { KEY_TOP = 1, KEY_SITE = 2, KEY_LOCATION = 4 };
+struct config_key {
+    const char *name;
+    uint8_t scopes;                /* KEY_* */
+    bool repeats;                  /* may be given more than once in one scope */
+    bool section;                  /* "site NAMES {" and "location [=] PATH {" */
+};
+extern const struct config_key config_keys[];
+extern const size_t config_nkeys;
+
+/* The built-in routes (app/routes.c tells them, before any parsing): placed by name with
+ * "handler = NAME", and unless builtin_routes = off, at path in every site that does not
+ * place something else there. */
+struct config_route {
+    const char *name, *path;
+    const struct route *route;
+};
+void config_use_routes(const struct config_route *routes, size_t n);
+
+/* A configuration with the defaults, one reference, ready to parse into. */
+struct config *config_new(void);
+void config_ref(struct config *c);
+void config_unref(struct config *c);
+/* Called when the configuration is freed (closes what applying it opened). */
+int config_on_free(struct config *c, void (*fn)(void *arg), void *arg);
+
+/* Parses text as a config file named name; every problem goes into e as
+ * "name:line: problem".  CONFIG_ERROR if there was any. */
+int config_parse(struct config *c, const char *text, size_t len, const char *name, struct config_errors *e);
+int config_load_file(struct config *c, const char *path, struct config_errors *e);
+/* A top-level key from the command line (a flag).  listen replaces every listen line
+ * of the configuration, the sites' included, the first time. */
+int config_set(struct config *c, const char *key, const char *value, struct config_errors *e);
 /* H2PARK_DEBUG in GODEBUG syntax; unknown keys are reported through warn. */
-int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), char *err, size_t errlen);
-/* Is sa (an IPv4-mapped IPv6 address counting as its IPv4 one) in one of the n networks? */
-bool cidr_match(const struct cidr *list, int n, const struct sockaddr *sa);
+int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const char *key), struct config_errors *e);
+/* After every source: builds the tree (sites, locations, listen tables) and checks what
+ * can be checked without opening anything. */
+int config_finish(struct config *c, struct config_errors *e);
+
 /* max_conns, with auto resolved against the open-file limit. */
 long config_max_conns(const struct config *c);
 /* max_handlers, with auto resolved against the machine's memory. */
 long config_max_handlers(const struct config *c);
 /* What one handler coroutine can pin at most with these settings, in bytes. */
 size_t config_handler_worst_bytes(const struct config *c);
+
+/* sites.c: finding a request's site and location. */
+/* The host of an authority ("Example.COM.:443" -> "example.com"), in out: its length,
+ * 0 for none, -1 if it is no valid host (RFC 9110 4.2.3, RFC 3986 3.2.2). */
+int host_normalize(const char *authority, char *out, size_t cap);
+const struct site_table *config_sites_of(const struct config *c, unsigned slot);
+const struct site *site_for_host(const struct site_table *t, const char *host, size_t len);
+/* The location for a decoded path: exact first, then the longest prefix; skip_implicit
+ * leaves out the built-in routes the configuration did not place. */
+const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit);
+/* netaddr.c: addresses and blocks. */
+int net_parse(const char *text, struct net *out, char *why, size_t whylen);
+/* A socket address as a 16-byte IPv6 address (IPv4 mapped); false for another family. */
+bool net_address(const struct sockaddr *sa, uint8_t out[16]);
+bool net_contains(const struct net *n, const uint8_t addr[16]);
+/* First rule that contains addr decides; none: allowed. */
+bool access_allows(const struct access_rule *rules, size_t n, const uint8_t addr[16]);
 
 #endif

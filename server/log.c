@@ -17,11 +17,16 @@
 
 #include <stdatomic.h>
 
-#include "config.h"
 #include "log.h"
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 static _Atomic int access_fd = -1;
+/* The log's own level: set from each configuration as it is applied, read by every
+ * thread (a relaxed load: a line logged at the old level during a reload is harmless). */
+static _Atomic int level = LOG_INFO;
+
+void log_set_level(int l) { atomic_store_explicit(&level, l, memory_order_relaxed); }
+bool log_enabled(int l) { return l <= atomic_load_explicit(&level, memory_order_relaxed); }
 
 int log_level_parse(const char *s)
 {
@@ -31,9 +36,9 @@ int log_level_parse(const char *s)
     return -1;
 }
 
-void log_msg(int level, const char *fmt, ...)
+void log_msg(int lvl, const char *fmt, ...)
 {
-    if (level > cfg.log_level)
+    if (!log_enabled(lvl))
         return;
     char line[1024];
     struct timespec ts;
@@ -41,7 +46,7 @@ void log_msg(int level, const char *fmt, ...)
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-    n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ %-5s ", ts.tv_nsec / 1000000, level_names[level]);
+    n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ %-5s ", ts.tv_nsec / 1000000, level_names[lvl]);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
@@ -53,10 +58,10 @@ void log_msg(int level, const char *fmt, ...)
     }
 }
 
-void log_rate_limited(int level, time_t *last, const char *fmt, ...)
+void log_rate_limited(int lvl, time_t *last, const char *fmt, ...)
 {
     time_t now = time(NULL);
-    if (level > cfg.log_level || *last == now)
+    if (!log_enabled(lvl) || *last == now)
         return;
     *last = now;
     char line[900];
@@ -64,7 +69,7 @@ void log_rate_limited(int level, time_t *last, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    log_msg(level, "%s", line);
+    log_msg(lvl, "%s", line);
 }
 
 int access_log_open(const char *path)

@@ -1,4 +1,5 @@
-/* Logging: levelled lines on stderr, and the access log (log.c). */
+/* Logging: levelled lines on stderr, and the access log (log.c).  The level is the
+ * log's own (log_set_level), not read from any configuration. */
 #ifndef H2PARK_LOG_H
 #define H2PARK_LOG_H
 
@@ -11,6 +12,8 @@ void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* log_msg at most once a second per *last. */
 void log_rate_limited(int level, time_t *last, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int log_level_parse(const char *s);
+void log_set_level(int level);
+bool log_enabled(int level);
 int access_log_open(const char *path);
 bool access_log_enabled(void);
 void access_log_write(const char *line, size_t len);

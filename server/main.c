@@ -1,13 +1,14 @@
 /* h2park's entry point and its life as a process.
  *
  * Settings come in order of precedence (command line > H2PARK_DEBUG > config file >
- * embedded default), loaded the same way at start and on every SIGHUP (load_settings).
- * A configuration is applied in steps that can fail - the listening sockets, the TLS
- * context, the root, the access log - and only then committed and published to the
- * workers, who take it between two events of their loops (apply_config,
- * core/worker.c).  At start a failing step ends the process with status 2 and a message
- * naming file, line and problem; on a reload it leaves the running configuration as it
- * was, and is logged.  A reload is not begun while the workers are still taking the
+ * embedded default), loaded the same way at start and on every SIGHUP (load_settings)
+ * into a new configuration tree.  It is applied in steps that can fail - the listening
+ * sockets, the TLS contexts, the roots, the access log - and only then committed and
+ * published whole to the workers, who take it between two events of their loops
+ * (apply_config, core/worker.c); requests in flight finish on the tree they began
+ * under.  At start any failure ends the process with status 2 and every problem found,
+ * each naming file, line and problem; on a reload they leave the running configuration
+ * as it was, and are logged.  A reload is not begun while the workers are still taking the
  * last one: a SIGHUP meanwhile is carried out once they have.
  *
  * Signals arrive on the main thread's loop: HUP reloads; USR1 reopens the access log (as
@@ -85,12 +86,6 @@ static const struct conn_proto *proto_after_tls(const unsigned char *alpn, unsig
 
 static void tick(int worker, ev_tstamp now, const struct worker_counters *n) { app_tick(worker, now, n); }
 
-static void config_die(const char *msg)
-{
-    fprintf(stderr, "h2park: %s\n", msg);
-    exit(CONFIG_ERROR);
-}
-
 static void warn_unknown_debug(const char *key)
 {
     fprintf(stderr, "h2park: H2PARK_DEBUG: unknown setting '%s' ignored\n", key);
@@ -112,62 +107,49 @@ static const struct option longopts[] = {
 static int saved_argc;
 static char **saved_argv;
 static const char *config_file;
+static struct config *running;       /* what the workers were last given (the main thread's reference) */
 
-/* Every setting, from the embedded default up to the command line, into c. */
-static int load_settings(struct config *c, bool *check_only, char *err, size_t errlen)
+/* Every setting, from the embedded default up to the command line, as a new tree; NULL
+ * with every problem in e. */
+static struct config *load_settings(bool *check_only, struct config_errors *e)
 {
-    config_defaults(c);
-    if (config_parse(c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, errlen))
-        return -1;
-    c->parking_source = "default";
-    if (config_file && config_load_file(c, config_file, err, errlen))
-        return -1;
+    struct config *c = config_new();
+    config_parse(c, default_conf_text, default_conf_size, CONFIG_BUILTIN, e);
+    if (config_file)
+        config_load_file(c, config_file, e);
     const char *debug = getenv("H2PARK_DEBUG");
-    if (debug && config_apply_debug_env(c, debug, warn_unknown_debug, err, errlen))
-        return -1;
-    bool listen_flag_seen = false;
+    if (debug)
+        config_apply_debug_env(c, debug, warn_unknown_debug, e);
     optind = 0;                      /* glibc: start over, permutation state included */
     int opt;
     while ((opt = getopt_long(saved_argc, saved_argv, "c:Vh", longopts, NULL)) != -1) {
         const char *key = NULL;
-        char value[1100], why[1024];
+        char value[1100];
         snprintf(value, sizeof value, "%s", optarg ? optarg : "");
         switch (opt) {
-        case OPT_LISTEN:
-        case OPT_TLS_LISTEN:
-            if (!listen_flag_seen)
-                c->nlisten = 0;
-            listen_flag_seen = true;
-            key = "listen";
-            if (opt == OPT_TLS_LISTEN)
-                snprintf(value, sizeof value, "%.1000s tls", optarg);
-            break;
+        case OPT_LISTEN: key = "listen"; break;
+        case OPT_TLS_LISTEN: key = "listen"; snprintf(value, sizeof value, "%.1000s tls", optarg); break;
         case OPT_CERT: key = "cert"; break;
         case OPT_KEY: key = "key"; break;
         case OPT_ROOT: key = "root"; break;
         case OPT_WORKERS: key = "workers"; break;
-        case OPT_PARKING: key = "parking"; c->parking_source = "command line"; break;
+        case OPT_PARKING: key = "parking"; break;
         case OPT_ACCESS_LOG: key = "access_log"; break;
         case OPT_LOG_LEVEL: key = "log_level"; break;
         case OPT_CHECK: if (check_only) *check_only = true; break;
         default: break;
         }
-        if (key && config_set(c, key, value, why, sizeof why)) {
-            snprintf(err, errlen, "command line: %.900s", why);
-            return -1;
-        }
-        if (opt == OPT_ROOT)
-            snprintf(c->root_from, sizeof c->root_from, "command line");
+        if (key)
+            config_set(c, key, value, e);
     }
-    if (optind < saved_argc) {
-        snprintf(err, errlen, "unexpected argument '%.200s' (see --help)", saved_argv[optind]);
-        return -1;
+    if (optind < saved_argc)
+        config_error(e, "unexpected argument '%.200s' (see --help)", saved_argv[optind]);
+    config_finish(c, e);
+    if (e->count) {
+        config_unref(c);
+        return NULL;
     }
-    if (c->nlisten == 0) {
-        snprintf(err, errlen, "no listen address");
-        return -1;
-    }
-    return 0;
+    return c;
 }
 
 enum apply_mode { APPLY_START, APPLY_RELOAD, APPLY_CHECK };
@@ -176,53 +158,67 @@ enum apply_mode { APPLY_START, APPLY_RELOAD, APPLY_CHECK };
 static void keep_restart_only(struct config *next)
 {
 #define KEEP(field, fmt)                                                                                          \
-    if (next->field != cfg.field) {                                                                               \
-        log_msg(LOG_WARN, "reload: " #field " " fmt " -> " fmt " takes a restart; still " fmt, cfg.field,         \
-                next->field, cfg.field);                                                                          \
-        next->field = cfg.field;                                                                                  \
+    if (next->field != running->field) {                                                                          \
+        log_msg(LOG_WARN, "reload: " #field " " fmt " -> " fmt " takes a restart; still " fmt, running->field,    \
+                next->field, running->field);                                                                     \
+        next->field = running->field;                                                                             \
     }
-    KEEP(workers, "%d")
+    KEEP(workers, "%ld")
     KEEP(coro_stack_size, "%zu")
     KEEP(coro_guard_pages, "%d")
 #undef KEEP
-    if (strcmp(next->user, cfg.user)) {
-        log_msg(LOG_WARN, "reload: user '%s' -> '%s' takes a restart; still '%s'", cfg.user, next->user, cfg.user);
-        snprintf(next->user, sizeof next->user, "%s", cfg.user);
+    if (strcmp(next->user, running->user)) {
+        log_msg(LOG_WARN, "reload: user '%s' -> '%s' takes a restart; still '%s'", running->user, next->user,
+                running->user);
+        snprintf(next->user, sizeof next->user, "%s", running->user);
     }
 }
 
 static unsigned pending_gen;         /* published, not yet taken by every worker */
 
-/* Checks next against the machine (sockets, TLS, root, access log) and, unless only
- * checking, makes it the running configuration.  -1 with err: nothing changed. */
-static int apply_config(struct config *next, enum apply_mode mode, char *err, size_t errlen)
+/* Checks next against the machine (sockets, TLS, roots, access log) and, unless only
+ * checking, makes it the running configuration (it takes next's reference).  -1 with
+ * every problem in e: nothing changed. */
+static int apply_config(struct config *next, enum apply_mode mode, struct config_errors *e)
 {
     if (mode == APPLY_RELOAD)
         keep_restart_only(next);
     struct listener plan[MAX_LISTEN];
-    SSL_CTX *ctx = NULL;
-    if (listeners_prepare(next, plan, mode == APPLY_CHECK, err, errlen))
+    char err[1024];
+    if (listeners_prepare(next, plan, next->listen_of_slot, mode == APPLY_CHECK, err, sizeof err)) {
+        config_error(e, "%s", err);
+        config_unref(next);
         return -1;
-    if (tls_prepare(next, &ctx, err, errlen) || (mode == APPLY_START && privileges_drop(next->user, err, errlen)) ||
-        static_resolve_root(next, err, errlen))
-        goto undo;
-    if (access_log_open(next->access_log)) {
-        snprintf(err, errlen, "access_log %.900s: %s", next->access_log, strerror(errno));
-        goto undo;
     }
-    if (mode == APPLY_CHECK) {
-        tls_discard(ctx);            /* all checked (--check exits next); nothing to keep */
-        return 0;
+    tls_prepare(next, e);
+    if (mode == APPLY_START && !e->count && privileges_drop(next->user, err, sizeof err))
+        config_error(e, "%s", err);
+    if (!e->count)
+        static_open_roots(next, e);
+    if (!e->count && access_log_open(next->access_log))
+        config_error(e, "access_log %.900s: %s", next->access_log, strerror(errno));
+    if (e->count || mode == APPLY_CHECK) {
+        listeners_abort(plan);       /* (--check exits next: nothing to keep) */
+        config_unref(next);
+        return e->count ? -1 : 0;
     }
-    tls_commit(ctx);
     listeners_commit(plan);
-    cfg = *next;
-    pending_gen = workers_publish(&cfg);
+    log_set_level(next->log_level);
+    struct config *old = running;
+    running = next;
+    pending_gen = workers_publish(next);
+    config_unref(old);
     return 0;
-undo:
-    tls_discard(ctx);
-    listeners_abort(plan);
-    return -1;
+}
+
+static void config_die(const struct config_errors *e)
+{
+    for (const char *p = e->text; *p;) {
+        const char *nl = strchr(p, '\n');
+        fprintf(stderr, "h2park: %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    exit(CONFIG_ERROR);
 }
 
 static struct ev_loop *main_loop;
@@ -240,11 +236,17 @@ static void reload(void)
     notify_service_manager("RELOADING=1\nMONOTONIC_USEC=%llu",
                            (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000);
     log_msg(LOG_INFO, "SIGHUP: reloading %s", config_file ? config_file : "the embedded default");
-    static struct config next;
-    char err[1024] = "";
-    if (load_settings(&next, NULL, err, sizeof err) || apply_config(&next, APPLY_RELOAD, err, sizeof err)) {
-        log_msg(LOG_ERROR, "reload failed, the running configuration stays: %s", err);
-        notify_service_manager("READY=1\nSTATUS=reload failed: %s", err);
+    static struct config_errors e;
+    memset(&e, 0, sizeof e);
+    struct config *next = load_settings(NULL, &e);
+    if (!next || apply_config(next, APPLY_RELOAD, &e)) {
+        char first[600];
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(e.text, "\n"), e.text);
+        log_msg(LOG_ERROR, "reload failed, the running configuration stays: %s%s", first,
+                e.count > 1 ? " (and the errors below)" : "");
+        for (const char *p = strchr(e.text, '\n'); p && p[1]; p = strchr(p + 1, '\n'))
+            log_msg(LOG_ERROR, "reload failed: %.*s", (int)strcspn(p + 1, "\n"), p + 1);
+        notify_service_manager("READY=1\nSTATUS=reload failed: %s", first);
     }
 }
 
@@ -279,10 +281,10 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
     }
     if (w->signum == SIGUSR1) {
         /* The running configuration's file, opened again (log.c swaps it in atomically). */
-        if (access_log_open(cfg.access_log))
-            log_msg(LOG_ERROR, "SIGUSR1: cannot reopen access_log %s: %s", cfg.access_log, strerror(errno));
-        else if (cfg.access_log[0])
-            log_msg(LOG_INFO, "SIGUSR1: reopened access_log %s", cfg.access_log);
+        if (access_log_open(running->access_log))
+            log_msg(LOG_ERROR, "SIGUSR1: cannot reopen access_log %s: %s", running->access_log, strerror(errno));
+        else if (running->access_log[0])
+            log_msg(LOG_INFO, "SIGUSR1: reopened access_log %s", running->access_log);
         return;
     }
     const char *name = w->signum == SIGTERM ? "SIGTERM" : "SIGINT";
@@ -293,7 +295,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
     stopping = true;
     notify_service_manager("STOPPING=1");
     log_msg(LOG_INFO, "%s: stopping (GOAWAY to every connection, up to %.0fs for streams in flight; "
-            "another %s exits at once)", name, cfg.shutdown_timeout, name);
+            "another %s exits at once)", name, running->shutdown_timeout, name);
     atomic_store(&shutting_down, 1);
     workers_shutdown();
 }
@@ -317,27 +319,35 @@ int main(int argc, char **argv)
         default: break;
         }
     }
-    static struct config next;
-    char err[1024] = "";
+    app_register_routes();           /* the handlers a configuration may name */
+    static struct config_errors e;
     bool check_only = false;
-    if (load_settings(&next, &check_only, err, sizeof err))
-        config_die(err);
-    cfg.log_level = next.log_level;  /* what applying says is logged at the level asked for */
+    struct config *next = load_settings(&check_only, &e);
+    if (!next)
+        config_die(&e);
+    log_set_level(next->log_level);  /* what applying says is logged at the level asked for */
     if (check_only) {
-        if (apply_config(&next, APPLY_CHECK, err, sizeof err))
-            config_die(err);
+        if (apply_config(next, APPLY_CHECK, &e))
+            config_die(&e);
         printf("configuration ok\n");
         return 0;
     }
-    if (listen_inherit(err, sizeof err))
-        config_die(err);
-    long n = next.workers > 0 ? next.workers : sysconf(_SC_NPROCESSORS_ONLN);
+    char err[1024];
+    if (listen_inherit(err, sizeof err)) {
+        config_error(&e, "%s", err);
+        config_die(&e);
+    }
+    long n = next->workers > 0 ? next->workers : sysconf(_SC_NPROCESSORS_ONLN);
     if (workers_create(n > 0 ? (int)n : 1)) {
         fprintf(stderr, "h2park: out of memory\n");
         return 1;
     }
-    if (apply_config(&next, APPLY_START, err, sizeof err) || listen_inherited_unused(err, sizeof err))
-        config_die(err);
+    if (apply_config(next, APPLY_START, &e))
+        config_die(&e);
+    if (listen_inherited_unused(err, sizeof err)) {
+        config_error(&e, "%s", err);
+        config_die(&e);
+    }
     app_init();
     conn_protocols.cleartext = &detect_proto;
     conn_protocols.after_tls = proto_after_tls;
@@ -365,16 +375,18 @@ int main(int argc, char **argv)
 
     struct sc_config sc;
     sc_get_config(&sc);
-    log_msg(LOG_INFO, "h2park %s: %d workers, parking %s (from %s), size-specialized malloc %s, root %s",
-            H2PARK_VERSION, nworkers, cfg.parking ? "on" : "off", cfg.parking_source,
-            sc.size_specialized ? "on" : "off", cfg.root[0] ? cfg.root : "(the built-in page)");
+    const struct docroot *root = location_for_path(&running->sites[0], "/", 1, true)->docroot;
+    log_msg(LOG_INFO, "h2park %s: %d workers, parking %s (from %s), size-specialized malloc %s, %u site%s, root %s",
+            H2PARK_VERSION, nworkers, running->parking ? "on" : "off", running->parking_source,
+            sc.size_specialized ? "on" : "off", running->nsites, running->nsites == 1 ? "" : "s",
+            root->fd >= 0 ? root->path : "(the built-in page)");
     ev_run(main_loop, 0);
     workers_join();
-    if (cfg.coro_paint) {
+    if (running->coro_paint) {
         struct coro_counters k;
         coro_read_counters(&k);
         log_msg(LOG_INFO, "deepest coroutine stack use: %llu bytes of %zu", (unsigned long long)k.deepest,
-                cfg.coro_stack_size);
+                running->coro_stack_size);
     }
     log_msg(LOG_INFO, "stopped");
     return 0;

@@ -23,6 +23,7 @@
  * set_state; a request is freed in one place, release, which stops its timer whether it
  * is active or expired and waiting to run. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,8 @@
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
-#define MAX_FIELDS 30          /* response fields a handler may give (the front ends take 32) */
+#define MAX_FIELDS 30          /* response fields a handler may give */
+#define MAX_LOCATION_FIELDS 30 /* ... and its location adds (the front ends take 64 in all) */
 
 static request_handler app_handler;
 void (*request_log_hook)(const struct request *r);
@@ -52,6 +54,8 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
 {
     r->c = c;
     r->ops = ops;
+    r->hold = worker_hold_config(c->w);
+    r->cfg = r->hold->cfg;
     r->protocol = protocol;
     r->state = REQ_RECEIVING;
     r->file_fd = -1;
@@ -145,7 +149,7 @@ bool request_add_header(struct request *r, const char *name, size_t nlen, const 
     /* RFC 9113 section 6.5.2 counts each field as name + value + 32; HTTP/1.1 the same. */
     r->header_bytes += (uint32_t)(nlen + vlen + 32);
     size_t need = nlen + vlen + 2;
-    if (r->header_bytes > cfg.max_header_list_size ||
+    if (r->header_bytes > r->cfg->max_header_list_size ||
         (r->hdr.cap - r->hdr.len < need && reserve(r, &r->hdr, need, HEAD_RESERVE))) {
         r->too_large = true;
         return false;
@@ -182,6 +186,7 @@ static void release(struct request *r)
     free_buf(r, &r->resp);
     buf_free(&r->body);
     buf_free(&r->outb);
+    worker_release_config(c->w, r->hold);
     r->ops->release(r);
 }
 
@@ -277,9 +282,9 @@ int request_start(struct request *r)
         r->content_length = (int64_t)n;    /* the front ends refuse a bad one; digits only */
     counter_add(&c->w->n.streams_total, 1);
     /* The cap that bounds what all connections together can pin (max_handlers). */
-    if ((long)c->w->n.handler_coroutines >= config_max_handlers(&cfg)) {
+    if ((long)c->w->n.handler_coroutines >= config_max_handlers(r->cfg)) {
         log_rate_limited(LOG_WARN, &c->w->refused_logged, "worker %d: max_handlers (%ld) reached: refusing requests",
-                         c->w->id, config_max_handlers(&cfg));
+                         c->w->id, config_max_handlers(r->cfg));
         return -1;
     }
     r->handler = coro_create(handler_main, r, 0);
@@ -378,6 +383,16 @@ int request_body(struct request *r, const char *data, size_t len)
 {
     if (gone(r) || !r->handler)
         return 0;                   /* nobody will read it: dropped */
+    r->body_seen += len;
+    if (r->body_max && r->body_seen > r->body_max) {
+        if (!r->body_over) {
+            r->body_over = true;    /* its reader fails, and the application says 413 */
+            buf_free(&r->body);
+            r->body_off = 0;
+            make_runnable(r);
+        }
+        return 0;
+    }
     if (buf_append(&r->body, data, len))
         return -1;
     r->in_progress = ev_now(r->c->w->loop);
@@ -411,6 +426,8 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len)
                 r->ops->consumed(r, n);
             return (ssize_t)n;
         }
+        if (r->body_over)
+            return -1;
         if (r->body_eof)
             return 0;
         if (gone(r))
@@ -447,20 +464,20 @@ struct req_fields {
 
 /* The fields every response starts with: Date (RFC 9110 6.6.1: a server with a clock
  * must send it) and, unless turned off, Server - laid out once a second per thread. */
-static const char *lead_fields(size_t *len, uint32_t *n)
+static const char *lead_fields(bool server, size_t *len, uint32_t *n)
 {
     static __thread char block[2 * RESP_FIELD_OVERHEAD + 4 + HTTP_DATE_LEN + 6 + 6];
     static __thread size_t block_len;
     static __thread time_t block_time;
     static __thread bool block_server;
     time_t now = time(NULL);
-    if (now != block_time || block_server != cfg.server_header) {
+    if (now != block_time || block_server != server) {
         char *p = put_field(block, "date", 4, http_date_now(), HTTP_DATE_LEN);
-        if (cfg.server_header)
+        if (server)
             p = put_field(p, "server", 6, "h2park", 6);
         block_len = (size_t)(p - block);
         block_time = now;
-        block_server = cfg.server_header;
+        block_server = server;
     }
     *len = block_len;
     *n = 1 + block_server;
@@ -494,7 +511,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
      * measures them again. */
     size_t lead_len;
     uint32_t lead_n;
-    const char *lead = lead_fields(&lead_len, &lead_n);
+    const char *lead = lead_fields(r->cfg->server_header, &lead_len, &lead_n);
     size_t need = lead_len + (pre ? pre->len : 0);
     uint32_t len[2 * MAX_FIELDS];
     size_t most = MAX_FIELDS - (pre && pre->n < MAX_FIELDS ? pre->n : 0);
@@ -505,6 +522,17 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
         len[2 * i + 1] = (uint32_t)strlen(h[i].value);
         need += RESP_FIELD_OVERHEAD + (size_t)len[2 * i] + len[2 * i + 1];
     }
+    /* The location's own fields, as nginx's add_header: on success and redirects, or
+     * with "always" on every status. */
+    const struct added_header *extra = r->loc ? r->loc->headers : NULL;
+    size_t nextra = r->loc ? r->loc->nheaders : 0;
+    if (nextra > MAX_LOCATION_FIELDS)
+        nextra = MAX_LOCATION_FIELDS;
+    bool success = (status >= 200 && status <= 206) || status == 301 || status == 302 || status == 303 ||
+                   status == 304 || status == 307 || status == 308;
+    for (size_t i = 0; i < nextra; i++)
+        if (extra[i].always || success)
+            need += RESP_FIELD_OVERHEAD + (size_t)extra[i].name_len + extra[i].value_len;
     if (reserve(r, &r->resp, need, 0))
         return -1;
     size_t was = r->resp.len;
@@ -518,8 +546,14 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     }
     for (size_t i = 0; i < n; i++)
         p = put_field(p, h[i].name, len[2 * i], h[i].value, len[2 * i + 1]);
+    uint32_t added = 0;
+    for (size_t i = 0; i < nextra; i++)
+        if (extra[i].always || success) {
+            p = put_field(p, extra[i].name, extra[i].name_len, extra[i].value, extra[i].value_len);
+            added++;
+        }
     r->resp.len = (size_t)(p - r->resp.data);
-    r->nresp += (uint32_t)n + lead_n + (pre ? pre->n : 0);
+    r->nresp += (uint32_t)n + lead_n + (pre ? pre->n : 0) + added;
     r->status = status;
     r->out_length = length;
     r->responded = true;
@@ -718,13 +752,14 @@ static ev_tstamp deadline(const struct request *r, enum deadline *kind)
         return best;
     /* Body is awaited by a handler, or by a front end that answered in full and drops
      * what still comes (HTTP/2 until the client ends its stream). */
-    if (!r->body_eof && (r->handler || r->sent_all) && cfg.body_timeout > 0 && r->body.len == r->body_off) {
-        ev_tstamp t = r->in_progress + cfg.body_timeout;
+    const struct config *cfg = r->cfg;
+    if (!r->body_eof && (r->handler || r->sent_all) && cfg->body_timeout > 0 && r->body.len == r->body_off) {
+        ev_tstamp t = r->in_progress + cfg->body_timeout;
         if (!best || t < best)
             best = t, *kind = DEADLINE_BODY;
     }
-    if (cfg.write_timeout > 0 && r->responded && !r->sent_all && request_out_avail(r) > 0) {
-        ev_tstamp t = r->out_progress + cfg.write_timeout;
+    if (cfg->write_timeout > 0 && r->responded && !r->sent_all && request_out_avail(r) > 0) {
+        ev_tstamp t = r->out_progress + cfg->write_timeout;
         if (!best || t < best)
             best = t, *kind = DEADLINE_WRITE;
     }
@@ -760,7 +795,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     enum deadline kind;
     ev_tstamp when = deadline(r, &kind);
     if (when && when <= now + 0.001 && kind != DEADLINE_WAKE) {
-        double limit = kind == DEADLINE_BODY ? cfg.body_timeout : cfg.write_timeout;
+        double limit = kind == DEADLINE_BODY ? r->cfg->body_timeout : r->cfg->write_timeout;
         log_msg(LOG_DEBUG, "%s: %s %s: %s for %.0fs, cancelled", conn_peer(c), r->method ? r->method : "-",
                 r->target ? r->target : "-", kind == DEADLINE_BODY ? "no request body" : "peer takes no response",
                 limit);
@@ -792,9 +827,71 @@ const char *req_method(const struct request *r) { return r->method; }
 const char *req_target(const struct request *r) { return r->target; }
 const char *req_authority(const struct request *r) { return r->authority ? r->authority : ""; }
 const char *req_protocol(const struct request *r) { return r->protocol; }
-const char *req_peer(const struct request *r) { return conn_peer(r->c); }
-const char *req_peer_address(const struct request *r) { return conn_peer_address(r->c); }
+const char *req_peer(const struct request *r)
+{
+    if (!r->client_set)
+        return conn_peer(r->c);
+    static __thread char text[64];
+    sockaddr_text(&r->client.sa, text, sizeof text);
+    return text;
+}
+
+const char *req_peer_address(const struct request *r)
+{
+    if (!r->client_set)
+        return conn_peer_address(r->c);
+    static __thread char text[INET6_ADDRSTRLEN];
+    const void *a = r->client.sa.sa_family == AF_INET ? (const void *)&r->client.in.sin_addr
+                                                      : (const void *)&r->client.in6.sin6_addr;
+    if (!inet_ntop(r->client.sa.sa_family, a, text, sizeof text))
+        snprintf(text, sizeof text, "-");
+    return text;
+}
+
+const struct sockaddr *req_client(const struct request *r) { return r->client_set ? &r->client.sa : &r->c->peer.sa; }
 const struct sockaddr *req_peer_sockaddr(const struct request *r) { return &r->c->peer.sa; }
+
+void req_set_client(struct request *r, const struct sockaddr *sa)
+{
+    size_t n = sa->sa_family == AF_INET ? sizeof r->client.in : sa->sa_family == AF_INET6 ? sizeof r->client.in6 : 0;
+    if (!n)
+        return;
+    memcpy(&r->client, sa, n);
+    r->client_set = true;
+}
+
+bool req_is_tls(const struct request *r) { return r->c->tls; }
+unsigned req_listener(const struct request *r) { return r->c->listener; }
+const char *req_tls_server_name(const struct request *r) { return r->c->ssl ? tls_server_name(r->c->ssl) : NULL; }
+bool req_tls_certificate_covers(const struct request *r, const char *host, size_t len)
+{
+    return r->c->ssl && tls_certificate_covers(r->c->ssl, host, len);
+}
+const struct config *req_config(const struct request *r) { return r->cfg; }
+const struct location *req_location(const struct request *r) { return r->loc; }
+void req_set_location(struct request *r, const struct location *loc) { r->loc = loc; }
+
+int req_limit_body(struct request *r, uint64_t max)
+{
+    r->body_max = max;
+    if (max && r->content_length >= 0 && (uint64_t)r->content_length > max)
+        return -1;
+    if (max && r->body_seen > max) {
+        r->body_over = true;        /* it came before the limit was known */
+        buf_free(&r->body);
+        r->body_off = 0;
+        return -1;
+    }
+    return 0;
+}
+
+bool req_body_too_large(const struct request *r) { return r->body_over; }
+
+void req_reset(struct request *r)
+{
+    if (!gone(r))
+        r->ops->cancel(r);         /* the serve loop runs after this handler's turn */
+}
 bool req_is_head(const struct request *r) { return r->head; }
 int64_t req_content_length(const struct request *r) { return r->content_length; }
 double req_now(const struct request *r) { return ev_now(r->c->w->loop); }
@@ -806,7 +903,41 @@ uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
 const char *req_header(const struct request *r, const char *name) { return field(r, name); }
 const char *req_known(const struct request *r, enum known_field k) { return k < KF_COUNT ? known(r, k) : NULL; }
 
+bool http_list_has(const char *list, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *s = list; s && *s;) {
+        while (*s == ' ' || *s == '\t' || *s == ',')
+            s++;
+        const char *e = s;
+        while (*e && *e != ',')
+            e++;
+        const char *t = e;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - s) == tl && !strncasecmp(s, token, tl))
+            return true;
+        s = e;
+    }
+    return false;
+}
+
 size_t req_header_count(const struct request *r) { return r->nfields; }
+
+size_t req_header_values(const struct request *r, const char *name, const char **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t off = 0; off < r->hdr.len && max;) {
+        const char *f = r->hdr.data + off, *v = f + strlen(f) + 1;
+        off = (size_t)(v - r->hdr.data) + strlen(v) + 1;
+        if (strcmp(f, name))
+            continue;
+        if (n == max)
+            memmove(out, out + 1, (max - 1) * sizeof *out), n--;
+        out[n++] = v;
+    }
+    return n;
+}
 
 struct header req_header_at(const struct request *r, size_t i)
 {

@@ -15,6 +15,8 @@
 #include <sys/types.h>
 
 struct request;
+struct config;
+struct location;
 struct header {
     const char *name, *value;
 };
@@ -47,12 +49,40 @@ int64_t req_content_length(const struct request *r);  /* -1 if the client gave n
 const char *req_header(const struct request *r, const char *name);   /* first value, or NULL */
 const char *req_known(const struct request *r, enum known_field k);  /* the same, by number */
 size_t req_header_count(const struct request *r);
+/* Whether a comma-separated field value (Connection, Upgrade) lists token, in any case;
+ * NULL lists nothing. */
+bool http_list_has(const char *list, const char *token);
+/* The values of every field called name, in order: the last max of them into out. */
+size_t req_header_values(const struct request *r, const char *name, const char **out, size_t max);
 struct header req_header_at(const struct request *r, size_t i);
 double req_now(const struct request *r);               /* the worker's clock, seconds */
 double req_started(const struct request *r);           /* when the head was complete */
 /* For the logger (request_set_logger): from the head to the end of the exchange, read
  * from the clock as it ended, to the microsecond. */
 double req_duration(const struct request *r);
+bool req_is_tls(const struct request *r);
+unsigned req_listener(const struct request *r);        /* the listener slot it arrived on */
+/* Over TLS: the name the client asked for (SNI), or NULL; whether the certificate the
+ * connection presented is valid for host (normalized, as host_normalize gives it). */
+const char *req_tls_server_name(const struct request *r);
+bool req_tls_certificate_covers(const struct request *r, const char *host, size_t len);
+
+/* The configuration the request began under, and the location the application matched
+ * it to: its settings (added response headers among them) apply from here on. */
+const struct config *req_config(const struct request *r);
+const struct location *req_location(const struct request *r);
+void req_set_location(struct request *r, const struct location *loc);
+/* The client, as a trusted proxy named it: req_peer and req_peer_address say it from
+ * here on (logs, access rules, handlers). */
+void req_set_client(struct request *r, const struct sockaddr *sa);
+const struct sockaddr *req_client(const struct request *r);
+/* Caps the request body at max bytes: -1 if the announced length (or what came) is over it;
+ * else a body that grows past it is dropped, req_read_body fails and
+ * req_body_too_large says why. */
+int req_limit_body(struct request *r, uint64_t max);
+bool req_body_too_large(const struct request *r);
+/* Abandons an exchange whose answer has begun (RST_STREAM(CANCEL); HTTP/1.1 closes). */
+void req_reset(struct request *r);
 
 /* The request body as a blocking read: > 0 bytes, 0 at its end, -1 if the exchange is
  * gone (reset, closed, timed out). */

@@ -15,8 +15,11 @@ P1=$(free_port); P2=$(free_port)
 while [ "$P2" = "$P1" ]; do P2=$(free_port); done
 C="$TMP/site.conf"
 
-conf() { # conf LINES...: the configuration file, one argument per line
-  printf '%s\n' "workers = 2" "access_log = $TMP/a.log" "$@" > "$C"
+conf() { # conf LINES...: the configuration file, one argument per line (workers = 2 and
+          # the access log a.log unless the lines say otherwise: a key twice is an error)
+  { case "$*" in *"workers ="*) ;; *) echo "workers = 2" ;; esac
+    case "$*" in *"access_log ="*) ;; *) echo "access_log = $TMP/a.log" ;; esac
+    printf '%s\n' "$@"; } > "$C"
 }
 
 conf "listen = 127.0.0.1:$P1" "root = $TMP/www"
@@ -125,6 +128,11 @@ reload_and_wait
 grep -q "reload failed, the running configuration stays: $C:2: unknown key 'listne'" "$TMP/daemon.log" &&
   [ "$(get "$P2" /which.txt)" = "second root" ]
 check reload_bad_file_keeps_running $? "$(tail -2 "$TMP/daemon.log")"
+conf "listen = 127.0.0.1:$P2" "root = $TMP/www" "root = $TMP/www2"
+reload_and_wait
+grep -q "reload failed, the running configuration stays: $C:5: 'root' given twice at the top level (first at $C:4)" "$TMP/daemon.log" &&
+  [ "$(get "$P2" /which.txt)" = "second root" ]
+check reload_repeated_key_keeps_running $? "$(tail -2 "$TMP/daemon.log")"
 conf "listen = 127.0.0.1:$P2" "root = $TMP/nowhere"
 reload_and_wait
 grep -q "reload failed.*root $TMP/nowhere ($C:4): No such file" "$TMP/daemon.log" &&

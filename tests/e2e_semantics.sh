@@ -1,6 +1,7 @@
 #!/bin/bash
 # The HTTP semantics and observability users of nginx and h2o expect, over HTTP/1.1 and
-# HTTP/2 alike: Date and Server on every answer, strong ETags and the conditionals
+# HTTP/2 alike: Date and Server on every answer, ETags of size and mtime (weak for a file
+# changed within the last second) and the conditionals
 # (304, 412), byte ranges (206, 416, If-Range), the redirect of a directory named
 # without its slash, precompressed files by Accept-Encoding with Vary, Content-Type for
 # the web's types; the access log in combined and json (and refused connections in the
@@ -16,8 +17,12 @@ printf 'x' > "$TMP/www/f.woff2"; printf 'x' > "$TMP/www/m.wasm"; printf 'x' > "$
 printf 'plain text, compressible plain text, compressible plain text\n' > "$TMP/www/page.txt"
 gzip -k9 "$TMP/www/page.txt"
 mkdir -p "$TMP/www/evil.example" "$TMP/www/\\evil.example"
-printf 'old\n' > "$TMP/www/old.txt"; touch -d '2001-02-03 04:05:06 UTC' "$TMP/www/old.txt"
 printf 'pretend brotli' > "$TMP/www/page.txt.br"
+# Files older than a second have strong ETags (one modified within the last second a weak
+# one, below); a copy that keeps size and mtime (cp -p, rsync -t) keeps the ETag.
+touch -d '-1 hour' "$TMP/www"/* "$TMP/www/sub"/*
+printf 'old\n' > "$TMP/www/old.txt"; touch -d '2001-02-03 04:05:06 UTC' "$TMP/www/old.txt"
+cp -p "$TMP/www/data.bin" "$TMP/www/copy.bin"
 start_daemon --access-log "$TMP/access.log" || { fail semantics_daemon_starts "see above"; exit 1; }
 H="http://127.0.0.1:$PORT"
 c1() { curl -s --http1.1 "$@"; }
@@ -31,8 +36,11 @@ for v in 1 2; do
   check "h$v: date_and_server_on_200" $? "$(echo "$out" | tr -d '\r' | head -4 | tr '\n' '|')"
   out=$($c -D - -o /dev/null "$H/nope"); [ -n "$(echo "$out" | hdr date)" ]; check "h$v: date_on_404" $? "no Date"
   out=$($c -D - -o /dev/null "$H/data.bin"); etag=$(echo "$out" | hdr etag)
-  echo "$etag" | grep -qE '^"[0-9a-f]+-[0-9a-f]+-[0-9a-f]+"$' && [ "$(echo "$out" | hdr accept-ranges)" = bytes ]
-  check "h$v: strong_etag_and_accept_ranges" $? "etag '$etag'"
+  want=$(python3 -c 'import os,sys; s=os.stat(sys.argv[1]); print("\"%x-%x\"" % (s.st_size, s.st_mtime_ns))' "$TMP/www/data.bin")
+  [ "$etag" = "$want" ] && [ "$(echo "$out" | hdr accept-ranges)" = bytes ]
+  check "h$v: strong_etag_of_size_and_mtime" $? "etag '$etag', want '$want'"
+  copy=$($c -D - -o /dev/null "$H/copy.bin" | hdr etag); [ "$copy" = "$etag" ]
+  check "h$v: etag_same_for_a_copy" $? "copy '$copy', original '$etag'"
   code=$($c -o /dev/null -w '%{http_code}' -H "If-None-Match: $etag" "$H/data.bin"); [ "$code" = 304 ]; check "h$v: if_none_match_304" $? "$code"
   code=$($c -o /dev/null -w '%{http_code}' -H "If-None-Match: W/$etag" "$H/data.bin"); [ "$code" = 304 ]; check "h$v: if_none_match_weak_compare_304" $? "$code"
   code=$($c -o /dev/null -w '%{http_code}' -H 'If-None-Match: "other"' "$H/data.bin"); [ "$code" = 200 ]; check "h$v: if_none_match_other_200" $? "$code"
@@ -79,6 +87,13 @@ for v in 1 2; do
   out=$($c -D - -o /dev/null -H 'Accept-Encoding: gzip ; q=0.5, br;q=0' "$H/page.txt"); [ "$(echo "$out" | hdr content-encoding)" = gzip ]
   check "h$v: accept_encoding_qvalue_with_spaces" $? "$(echo "$out" | hdr content-encoding)"
   code=$($c -o /dev/null -w '%{http_code}' "$H/-/delay?ms=+5"); [ "$code" = 400 ]; check "h$v: delay_ms_digits_only_400" $? "$code"
+  # Modified within the last second: the tag is weak, so If-Match and If-Range (strong
+  # comparisons) never match it, while If-None-Match (weak) does.
+  printf 'fresh %s\n' "$v" > "$TMP/www/fresh$v.txt"
+  weak=$($c -D - -o /dev/null "$H/fresh$v.txt" | hdr etag)
+  codes="$($c -o /dev/null -w '%{http_code}' -H "If-Match: $weak" "$H/fresh$v.txt") $($c -o /dev/null -w '%{http_code}' -r 0-1 -H "If-Range: $weak" "$H/fresh$v.txt") $($c -o /dev/null -w '%{http_code}' -H "If-None-Match: $weak" "$H/fresh$v.txt")"
+  [ "${weak#W/\"}" != "$weak" ] && [ "$codes" = "412 200 304" ]
+  check "h$v: fresh_file_weak_etag" $? "etag '$weak', If-Match/If-Range/If-None-Match: $codes"
   out=$($c -D - -o /dev/null "$H/sub?x=1"); [ "$(echo "$out" | head -1 | cut -d' ' -f2)" = 301 ] && [ "$(echo "$out" | hdr location)" = "/sub/?x=1" ]
   check "h$v: directory_without_slash_301" $? "$(echo "$out" | head -1)"
   # A redirect never names another host: // and /\ at a Location's start are what a browser

@@ -49,7 +49,7 @@ printf 'root = ./nowhere\n' > "$TMP/root.conf"
 (cd "$TMP" && H2PARK=$ABS_H2PARK config_error missing_root_from_file "root ./nowhere ($TMP/root.conf:1) resolved against $TMP: No such file" \
   -c "$TMP/root.conf" --check)
 config_error missing_root_from_flag "root /nowhere/www (command line): No such file" --root /nowhere/www --check
-config_error cert_without_key "cert is set but key is not" --tls-listen 127.0.0.1:1 --cert "$TMP/cert.pem" --root "$TMP/www"
+config_error cert_without_key "command line: 1 cert and 0 key at the top level: each certificate needs its key" --tls-listen 127.0.0.1:1 --cert "$TMP/cert.pem" --root "$TMP/www"
 printf 'user = nosuchuser-h2park\n' > "$TMP/user.conf"
 config_error unknown_user_names_line "$TMP/user.conf:1: user 'nosuchuser-h2park': no such user" -c "$TMP/user.conf"
 printf 'listen = 127.0.0.1:1\nlisten = 127.0.0.1:1 tls\n' > "$TMP/twice.conf"

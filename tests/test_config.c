@@ -1,37 +1,61 @@
-/* Unit tests of configuration parsing: the embedded default, every kind of value, the
- * errors (naming file, line and problem), listen replacement and options, where root
- * came from, user, and H2PARK_DEBUG. */
+/* Unit tests of the configuration: the embedded default, every kind of value, the errors
+ * (file, line and problem, every one of them at once; a key given twice), listen
+ * replacement and options, where root came from, user, H2PARK_DEBUG; sites (names,
+ * wildcards, the default of a listener, names taken twice), locations (exact, longest
+ * prefix, what each inherits, the built-in routes), and the inputs a request brings to
+ * them: hosts, paths, addresses, and proxies' headers. */
 #include <arpa/inet.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "app/app.h"
 #include "check.h"
 #include "config.h"
 #include "coro.h"
 #include "log.h"
 
-static struct config c;
-static char err[1024];
+static struct config *c;
+static struct config_errors e;
+#define err (e.text)
 
+/* The embedded default, then text as test.conf, then the tree. */
 static int parse(const char *text)
 {
-    config_defaults(&c);
-    err[0] = 0;
-    return config_parse(&c, text, strlen(text), "test.conf", err, sizeof err);
+    config_unref(c);
+    c = config_new();
+    memset(&e, 0, sizeof e);
+    config_parse(c, default_conf_text, default_conf_size, CONFIG_BUILTIN, &e);
+    config_parse(c, text, strlen(text), "test.conf", &e);
+    config_finish(c, &e);
+    return e.count ? CONFIG_ERROR : CONFIG_OK;
+}
+
+static const struct site *site_of(const char *host, int listen)
+{
+    char h[256];
+    int n = host_normalize(host, h, sizeof h);
+    return site_for_host(listen < 0 ? &c->all_sites : &c->listen_sites[listen], h, n > 0 ? (size_t)n : 0);
+}
+
+static const struct location *loc_of(const struct site *s, const char *path)
+{
+    return location_for_path(s, path, strlen(path), false);
 }
 
 static void embedded_default_parses(void)
 {
-    config_defaults(&c);
-    CHECKF(config_parse(&c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err) == CONFIG_OK, "%s", err);
-    CHECK(c.nlisten == 2 && !c.listen[0].tls && c.listen[1].tls);
-    CHECK(!strcmp(c.listen[0].text, "127.0.0.1:8080") && !strcmp(c.listen[1].text, "127.0.0.1:8443"));
-    CHECK(!strcmp(c.root, "./www") && c.parking && c.builtin_routes && c.workers == 0);
-    CHECK(c.preface_timeout == 10 && c.idle_timeout == 300 && c.write_timeout == 30 && c.shutdown_timeout == 10);
-    CHECK(c.max_concurrent_streams == 100 && c.max_header_list_size == 65536);
+    CHECKF(parse("") == CONFIG_OK, "%s", err);
+    CHECK(c->nlisten == 2 && !c->listen[0].tls && c->listen[1].tls);
+    CHECK(!strcmp(c->listen[0].text, "127.0.0.1:8080") && !strcmp(c->listen[1].text, "127.0.0.1:8443"));
+    CHECK(c->nsites == 1 && c->sites[0].catch_all && c->parking && c->builtin_routes && c->workers == 0);
+    const struct location *root = loc_of(&c->sites[0], "/index.html");
+    CHECK(root && !root->exact && root->handler == HANDLER_STATIC && !strcmp(root->docroot->path, "./www"));
+    CHECK(root->docroot->builtin_default && !strcmp(root->docroot->from, CONFIG_BUILTIN));
+    CHECK(loc_of(&c->sites[0], "/-/healthz")->handler == HANDLER_BUILTIN && loc_of(&c->sites[0], "/metrics")->implicit);
+    CHECK(c->preface_timeout == 10 && c->idle_timeout == 300 && c->write_timeout == 30 && c->shutdown_timeout == 10);
+    CHECK(c->max_concurrent_streams == 100 && c->max_header_list_size == 65536);
     /* The size is the file's: it ends in its last newline, not in a NUL or padding. */
     CHECK(strlen(default_conf_text) == default_conf_size && default_conf_text[default_conf_size - 1] == '\n');
 }
@@ -41,11 +65,11 @@ static void values_and_units(void)
     CHECKF(parse("workers = 3\nroot = /srv/www # comment\nparking = off\nidle_timeout = 250ms\n"
                  "write_timeout = 2m\nmax_conns = 5000\ncoro_stack_size = 65536\ncoro_guard_pages = on\n"
                  "  max_concurrent_streams=7  \nlog_level = debug\naccess_log = /tmp/a.log\n") == CONFIG_OK, "%s", err);
-    CHECK(c.workers == 3 && !strcmp(c.root, "/srv/www") && !c.parking);
-    CHECK(c.idle_timeout > 0.2499 && c.idle_timeout < 0.2501 && c.write_timeout == 120);
-    CHECK(c.max_conns == 5000 && c.coro_stack_size == 65536 && c.coro_guard_pages && c.max_concurrent_streams == 7);
-    CHECK(c.log_level == LOG_DEBUG && !strcmp(c.access_log, "/tmp/a.log"));
-    CHECK(!strcmp(c.parking_source, "config file"));
+    CHECK(c->workers == 3 && !strcmp(loc_of(&c->sites[0], "/")->docroot->path, "/srv/www") && !c->parking);
+    CHECK(c->idle_timeout > 0.2499 && c->idle_timeout < 0.2501 && c->write_timeout == 120);
+    CHECK(c->max_conns == 5000 && c->coro_stack_size == 65536 && c->coro_guard_pages && c->max_concurrent_streams == 7);
+    CHECK(c->log_level == LOG_DEBUG && !strcmp(c->access_log, "/tmp/a.log"));
+    CHECK(!strcmp(c->parking_source, "config file"));
 }
 
 /* The limits that bound what clients can pin: parsed, and auto resolved to something
@@ -53,15 +77,15 @@ static void values_and_units(void)
 static void deadlines_and_caps(void)
 {
     CHECKF(parse("body_timeout = 2500ms\nmax_handlers = 50\n") == CONFIG_OK, "%s", err);
-    CHECK(c.body_timeout > 2.4999 && c.body_timeout < 2.5001 && config_max_handlers(&c) == 50);
+    CHECK(c->body_timeout > 2.4999 && c->body_timeout < 2.5001 && config_max_handlers(c) == 50);
     CHECKF(parse("max_handlers = auto\n") == CONFIG_OK, "%s", err);
-    long auto_handlers = config_max_handlers(&c);
+    long auto_handlers = config_max_handlers(c);
     CHECK(auto_handlers >= 16);
     /* A quarter of memory, at the worst a handler can hold, over the workers. */
     double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     double workers = (double)sysconf(_SC_NPROCESSORS_ONLN);
-    CHECKF((double)auto_handlers * (double)config_handler_worst_bytes(&c) * workers <= mem / 4 + 1e6, "%ld", auto_handlers);
-    CHECK(config_handler_worst_bytes(&c) >= c.coro_stack_size + c.max_header_list_size + c.initial_window_size);
+    CHECKF((double)auto_handlers * (double)config_handler_worst_bytes(c) * workers <= mem / 4 + 1e6, "%ld", auto_handlers);
+    CHECK(config_handler_worst_bytes(c) >= c->coro_stack_size + c->max_header_list_size + c->initial_window_size);
     CHECK(parse("body_timeout = never\n") == CONFIG_ERROR && strstr(err, "test.conf:1: body_timeout"));
     CHECK(parse("max_handlers = 0\n") == CONFIG_ERROR && strstr(err, "max_handlers: '0' is not a handler count"));
     /* max_conns = auto leaves room for every worker's open-file cache. */
@@ -69,19 +93,16 @@ static void deadlines_and_caps(void)
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
     if (rl.rlim_cur > 2000 && rl.rlim_cur != RLIM_INFINITY)
-        CHECKF(config_max_conns(&c) == (long)rl.rlim_cur - 64 - 2 * OPEN_FILE_SLOTS, "%ld", config_max_conns(&c));
+        CHECKF(config_max_conns(c) == (long)rl.rlim_cur - 64 - 2 * OPEN_FILE_SLOTS, "%ld", config_max_conns(c));
 }
 
 static void listen_lines(void)
 {
     CHECKF(parse("listen = 127.0.0.1:9000\nlisten = [::1]:9443 tls\nlisten = *:80\n") == CONFIG_OK, "%s", err);
-    CHECK(c.nlisten == 3 && c.listen[1].tls && c.listen[1].addr.ss_family == AF_INET6);
-    struct config d;
-    config_defaults(&d);
-    config_parse(&d, default_conf_text, default_conf_size, "default", err, sizeof err);
-    const char *file = "listen = 10.0.0.1:1\n";
-    CHECK(config_parse(&d, file, strlen(file), "f", err, sizeof err) == CONFIG_OK);
-    CHECK(d.nlisten == 1);     /* a file's listen lines replace the default's */
+    CHECK(c->nlisten == 3 && c->listen[1].tls && c->listen[1].addr.ss_family == AF_INET6);   /* the default's went */
+    CHECK(!strcmp(c->listen[1].from, "test.conf:2"));
+    CHECK(parse("listen = 127.0.0.1:9000\nlisten = 127.0.0.1:9000\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: listen 127.0.0.1:9000: given twice at the top level (first at test.conf:1)"));
 }
 
 /* Listen options in any order; "*" is one dual-stack IPv6 socket, "[::]" IPv6 alone. */
@@ -89,34 +110,33 @@ static void listen_options_and_dual_stack(void)
 {
     CHECKF(parse("listen = 127.0.0.1:80 proxy_protocol tls\nlisten = *:8080 tls\nlisten = [::]:8081\n"
                  "listen = 0.0.0.0:8082\tproxy_protocol\n") == CONFIG_OK, "%s", err);
-    CHECK(c.nlisten == 4 && c.listen[0].tls && c.listen[0].proxy_protocol && !c.listen[0].dual);
-    CHECK(c.listen[1].dual && c.listen[1].addr.ss_family == AF_INET6 && c.listen[1].tls && !c.listen[1].proxy_protocol);
-    CHECK(!c.listen[2].dual && c.listen[2].addr.ss_family == AF_INET6);
-    CHECK(!c.listen[3].dual && c.listen[3].addr.ss_family == AF_INET && c.listen[3].proxy_protocol);
+    CHECK(c->nlisten == 4 && c->listen[0].tls && c->listen[0].proxy_protocol && !c->listen[0].dual);
+    CHECK(c->listen[1].dual && c->listen[1].addr.ss_family == AF_INET6 && c->listen[1].tls && !c->listen[1].proxy_protocol);
+    CHECK(!c->listen[2].dual && c->listen[2].addr.ss_family == AF_INET6);
+    CHECK(!c->listen[3].dual && c->listen[3].addr.ss_family == AF_INET && c->listen[3].proxy_protocol);
     CHECK(parse("listen = 127.0.0.1:80 tls tls\n") == CONFIG_ERROR && strstr(err, "test.conf:1: listen '127.0.0.1:80 tls tls': 'tls' given twice"));
     CHECK(parse("listen = 127.0.0.1:80 proxy\n") == CONFIG_ERROR && strstr(err, "unknown option 'proxy' (tls, proxy_protocol)"));
     CHECK(parse("listen =\n") == CONFIG_ERROR && strstr(err, "expected ADDR:PORT [tls] [proxy_protocol]"));
+    /* One address, one set of options, whichever site names it. */
+    CHECK(parse("site a {\nlisten = 127.0.0.1:80\n}\nsite b {\nlisten = 127.0.0.1:80 tls\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:5: listen 127.0.0.1:80 is also given at test.conf:2 with other options"));
 }
 
 /* root says where it came from; user must exist. */
 static void origins_and_user(void)
 {
-    config_defaults(&c);
-    CHECK(!strcmp(c.root_from, CONFIG_BUILTIN));
-    CHECKF(config_parse(&c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err) == CONFIG_OK, "%s", err);
-    CHECK(!strcmp(c.root_from, CONFIG_BUILTIN) && !c.user[0]);
-    const char *file = "# site\nroot = /srv\nuser = root\n";
-    CHECK(config_parse(&c, file, strlen(file), "site.conf", err, sizeof err) == CONFIG_OK);
-    CHECKF(!strcmp(c.root_from, "site.conf:2") && !strcmp(c.user, "root"), "%s %s", c.root_from, c.user);
+    CHECKF(parse("# site\nroot = /srv\nuser = root\n") == CONFIG_OK, "%s", err);
+    CHECKF(!strcmp(loc_of(&c->sites[0], "/")->docroot->from, "test.conf:2") && !strcmp(c->user, "root"), "%s",
+           loc_of(&c->sites[0], "/")->docroot->from);
     CHECK(parse("user = nosuchuser-h2park\n") == CONFIG_ERROR &&
           strstr(err, "test.conf:1: user 'nosuchuser-h2park': no such user"));
-    CHECK(parse("user =\n") == CONFIG_OK && !c.user[0]);
+    CHECK(parse("user =\n") == CONFIG_OK && !c->user[0]);
 }
 
 static void errors_name_file_line_problem(void)
 {
     CHECK(parse("workers = 2\nbogus = 1\n") == CONFIG_ERROR);
-    CHECKF(!strcmp(err, "test.conf:2: unknown key 'bogus'"), "%s", err);
+    CHECKF(!strcmp(err, "test.conf:2: unknown key 'bogus'\n"), "%s", err);
     CHECK(parse("\n\nworkers = many\n") == CONFIG_ERROR && strstr(err, "test.conf:3: workers: 'many' is not a worker count"));
     CHECK(parse("parking = maybe\n") == CONFIG_ERROR && strstr(err, "test.conf:1: parking: 'maybe' is not on or off"));
     CHECK(parse("idle_timeout = 5 parsecs\n") == CONFIG_ERROR && strstr(err, "test.conf:1: idle_timeout"));
@@ -127,56 +147,370 @@ static void errors_name_file_line_problem(void)
     CHECK(parse("just words\n") == CONFIG_ERROR && strstr(err, "test.conf:1: expected 'key = value'"));
     CHECK(parse("coro_stack_size = 100\n") == CONFIG_ERROR && strstr(err, "coro_stack_size"));
     CHECK(parse("max_header_list_size = 10\n") == CONFIG_ERROR && strstr(err, "out of range"));
-    CHECK(config_load_file(&c, "/nonexistent/h2park.conf", err, sizeof err) == CONFIG_ERROR &&
+    config_unref(c);
+    c = config_new();
+    memset(&e, 0, sizeof e);
+    CHECK(config_load_file(c, "/nonexistent/h2park.conf", &e) == CONFIG_ERROR &&
           strstr(err, "/nonexistent/h2park.conf: cannot read"));
 }
 
-static struct sockaddr_storage ss;
-static const struct sockaddr *addr(const char *text)
+static bool allowed(const char *text)
 {
-    memset(&ss, 0, sizeof ss);
+    struct sockaddr_storage ss = { 0 };
     struct sockaddr_in *in = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, text, &in->sin_addr) == 1)
         in->sin_family = AF_INET;
     else if (inet_pton(AF_INET6, text, &in6->sin6_addr) == 1)
         in6->sin6_family = AF_INET6;
-    return (const struct sockaddr *)&ss;
+    uint8_t a[16];
+    if (!net_address((const struct sockaddr *)&ss, a))
+        return false;
+    for (uint16_t i = 0; i < c->nbuiltin_allow; i++)
+        if (net_contains(&c->builtin_allow[i].net, a))
+            return true;
+    return false;
 }
-static bool allowed(const char *text) { return cidr_match(c.builtin_allow, c.nbuiltin_allow, addr(text)); }
 
 /* builtin_routes_allow: loopback by default (IPv4-mapped IPv6 counting as IPv4), lists
  * of addresses and networks that a file's first line replaces and later lines extend,
- * "all", and errors that name the entry. */
+ * "all", none, and errors that name the line. */
 static void builtin_routes_allow_lists(void)
 {
-    config_defaults(&c);
+    CHECKF(parse("") == CONFIG_OK, "%s", err);
     CHECK(allowed("127.0.0.1") && allowed("127.9.9.9") && allowed("::1") && allowed("::ffff:127.0.0.1"));
     CHECK(!allowed("10.0.0.1") && !allowed("::2") && !allowed("::ffff:10.0.0.1") && !allowed("128.0.0.1"));
-    CHECKF(config_parse(&c, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err) == CONFIG_OK, "%s", err);
-    CHECK(c.nbuiltin_allow == 2 && allowed("127.0.0.1") && allowed("::1") && !allowed("192.0.2.1"));
-    const char *file = "builtin_routes_allow = 192.0.2.10\nbuiltin_routes_allow = 10.1.0.0/16, 2001:db8::/32\n";
-    CHECKF(config_parse(&c, file, strlen(file), "site.conf", err, sizeof err) == CONFIG_OK, "%s", err);
-    CHECK(c.nbuiltin_allow == 3 && !allowed("127.0.0.1") && !allowed("::1"));
+    CHECKF(parse("builtin_routes_allow = 192.0.2.10\nbuiltin_routes_allow = 10.1.0.0/16, 2001:db8::/32\n") == CONFIG_OK,
+           "%s", err);
+    CHECK(c->nbuiltin_allow == 3 && !allowed("127.0.0.1") && !allowed("::1"));
     CHECK(allowed("192.0.2.10") && !allowed("192.0.2.11") && allowed("10.1.255.3") && !allowed("10.2.0.1"));
     CHECK(allowed("::ffff:10.1.0.1") && allowed("2001:db8:ffff::1") && !allowed("2001:db9::1"));
-    CHECKF(parse("builtin_routes_allow = 10.0.0.0/9 0.0.0.0/0\n") == CONFIG_OK, "%s", err);
-    CHECK(allowed("203.0.113.7") && !allowed("::1"));
     CHECKF(parse("builtin_routes_allow = all\n") == CONFIG_OK, "%s", err);
     CHECK(allowed("203.0.113.7") && allowed("2001:db8::1") && allowed("::1"));
     CHECKF(parse("builtin_routes_allow =\n") == CONFIG_OK, "%s", err);
-    CHECK(c.nbuiltin_allow == 0 && !allowed("127.0.0.1"));
-    CHECK(parse("builtin_routes_allow = localhost\n") == CONFIG_ERROR &&
-          strstr(err, "test.conf:1: builtin_routes_allow: 'localhost' is not an IP address or network"));
-    CHECK(parse("builtin_routes_allow = 10.0.0.0/33\n") == CONFIG_ERROR && strstr(err, "bad prefix length '33'"));
-    CHECK(parse("builtin_routes_allow = 10.0.0.0/+8\n") == CONFIG_ERROR && strstr(err, "bad prefix length '+8'"));
-    CHECK(parse("builtin_routes_allow = 10.0.0.1/8\n") == CONFIG_ERROR && strstr(err, "'10.0.0.1/8' has bits set past its prefix"));
-    CHECK(parse("builtin_routes_allow = 2001:db8::1/64\n") == CONFIG_ERROR && strstr(err, "bits set past its prefix"));
-    char many[2048] = "builtin_routes_allow =";
-    for (int i = 0; i < 65; i++)
-        snprintf(many + strlen(many), sizeof many - strlen(many), " 10.0.0.%d", i);
-    strcat(many, "\n");
-    CHECK(parse(many) == CONFIG_ERROR && strstr(err, "more than 64 entries"));
+    CHECK(c->nbuiltin_allow == 0 && !allowed("127.0.0.1"));
+    CHECK(parse("builtin_routes_allow = localhost\n") == CONFIG_ERROR && strstr(err, "test.conf:1: "));
+    CHECK(parse("builtin_routes_allow = 10.0.0.0/33\n") == CONFIG_ERROR && strstr(err, "test.conf:1: "));
+    CHECK(parse("site a.test {\nbuiltin_routes_allow = all\n}\n") == CONFIG_ERROR && strstr(err, "test.conf:2: "));
+}
+
+/* Every error of a file at once, in order, each with its line; parsing goes on after
+ * each, so one typo does not hide the next. */
+static void every_error_at_once(void)
+{
+    CHECK(parse("workers = many\nlisten = 1.2.3.4:99999\nroot = /srv\nbogus = 1\nsite x..y {\n}\n"
+                "location nopath {\n}\n}\nmax_conns = -3\n") == CONFIG_ERROR);
+    CHECKF(e.count == 7, "%d: %s", e.count, err);
+    const char *want[] = { "test.conf:1: workers", "test.conf:2: listen", "test.conf:4: unknown key 'bogus'",
+                           "test.conf:5: site name 'x..y'", "test.conf:7: a location is", "test.conf:9: '}' with no",
+                           "test.conf:10: max_conns" };
+    const char *p = err;
+    for (int i = 0; i < 7; i++) {
+        CHECKF(!strncmp(p, want[i], strlen(want[i])), "line %d: %s", i, p);
+        p = strchr(p, '\n') + 1;
+    }
+    CHECK(parse("site a {\nlocation /x {\n") == CONFIG_ERROR && strstr(err, "test.conf:2: location opened here is not closed") &&
+          strstr(err, "test.conf:1: site opened here is not closed"));
+}
+
+/* A single-valued key twice in one scope of one file: an error naming both lines.  In a
+ * later source (the command line after the file) it overrides, and keys that repeat
+ * repeat. */
+static void repeated_keys(void)
+{
+    CHECK(parse("cert = /a.pem\nkey = /a.key\nroot = /srv\n\nroot = /srv2\n") == CONFIG_ERROR);
+    CHECKF(strstr(err, "test.conf:5: 'root' given twice at the top level (first at test.conf:3)"), "%s", err);
+    CHECK(parse("site a {\nhttps_redirect = on\nhttps_redirect = off\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: 'https_redirect' given twice in this site (first at test.conf:2)"));
+    CHECK(parse("location /x {\nindex = a.html\nindex = b.html\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: 'index' given twice in this location (first at test.conf:2)"));
+    /* root in the file overrides the default's; in a site and at the top it is two scopes */
+    CHECKF(parse("root = /srv\nsite a {\nroot = /a\n}\n") == CONFIG_OK, "%s", err);
+    CHECKF(parse("header = X-A: 1\nheader = X-B: 2\nallow = 10.0.0.0/8\ndeny = all\n") == CONFIG_OK, "%s", err);
+    CHECK(loc_of(&c->sites[0], "/")->nheaders == 2 && loc_of(&c->sites[0], "/")->naccess == 2);
+    CHECKF(config_set(c, "root", "/cli", &e) == CONFIG_OK && config_set(c, "root", "/cli2", &e) == CONFIG_OK, "%s", err);
+}
+
+static void keys_and_scopes(void)
+{
+    CHECK(parse("site a {\nworkers = 2\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: 'workers' is not allowed in this site: it goes only at the top level"));
+    CHECK(parse("location /a {\nlisten = 127.0.0.1:1\n}\n") == CONFIG_ERROR &&
+          strstr(err, "'listen' is not allowed in this location: it goes at the top level or in a site"));
+    CHECK(parse("alias = /x\n") == CONFIG_ERROR && strstr(err, "'alias' is not allowed at the top level"));
+    CHECK(parse("site a {\nsite b {\n}\n}\n") == CONFIG_ERROR && strstr(err, "test.conf:2: a site goes at the top level"));
+    CHECK(parse("location /a {\nlocation /b {\n}\n}\n") == CONFIG_ERROR && strstr(err, "locations do not nest"));
+    /* Every key of the table has a name of its own. */
+    for (size_t i = 0; i < config_nkeys; i++)
+        for (size_t j = i + 1; j < config_nkeys; j++)
+            CHECK(strcmp(config_keys[i].name, config_keys[j].name));
+}
+
+static void sites_by_name(void)
+{
+    CHECKF(parse("listen = 127.0.0.1:80\nlisten = 127.0.0.1:443 tls\n"
+                 "site example.com www.example.com {\nroot = /srv/ex\n}\n"
+                 "site *.example.com {\nroot = /srv/wild\n}\n"
+                 "site *.b.example.com {\nroot = /srv/wildb\n}\n"
+                 "site * {\nroot = /srv/other\n}\n"
+                 "site only80.example {\nlisten = 127.0.0.1:80\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(c->nsites == 5 && c->nlisten == 2);
+    CHECK(site_of("example.com", 0) == &c->sites[0] && site_of("WWW.Example.COM.:443", 1) == &c->sites[0]);
+    CHECK(site_of("a.example.com", 0) == &c->sites[1] && site_of("x.y.example.com", 0) == &c->sites[1]);
+    CHECK(site_of("a.b.example.com", 0) == &c->sites[2]);     /* the longest wildcard */
+    CHECK(site_of("b.example.com", 0) == &c->sites[1]);       /* *.b.example.com is not b.example.com */
+    CHECK(site_of("nobody.test", 0) == &c->sites[3] && site_of("", 1) == &c->sites[3]);   /* "*" is the default */
+    CHECK(site_of("only80.example", 0) == &c->sites[4] && site_of("only80.example", 1) == &c->sites[3]);
+    /* No "*": the first site of each listener is its default, as nginx. */
+    CHECKF(parse("site a.test {\n}\nsite b.test {\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(site_of("c.test", 0) == &c->sites[0] && site_of("b.test", 0) == &c->sites[1]);
+    /* A name twice on one listener is an error naming both sites; on two it is not. */
+    CHECK(parse("site a.test {\n}\nsite b.test A.TEST {\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: site name a.test is taken already, on 127.0.0.1:8080, by the site at test.conf:1"));
+    CHECKF(parse("site a.test {\nlisten = 127.0.0.1:80\n}\nsite a.test {\nlisten = 127.0.0.1:443 tls\n}\n") == CONFIG_OK,
+           "%s", err);
+    CHECK(parse("site * {\n}\nsite * {\n}\n") == CONFIG_ERROR && strstr(err, "two sites for every other host"));
+    CHECK(parse("site {\n}\n") == CONFIG_ERROR && strstr(err, "a site needs its names"));
+    const char *bad[] = { "a/b", "a b:80", "*.*.x", "x.*.y", "a:80", "[::1", "[zz]", "a\\b", "*.[::1]", "é.test" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[100];
+        snprintf(text, sizeof text, "site %s {\n}\n", bad[i]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, "is not a host name"), "%s: %s", bad[i], err);
+    }
+    CHECKF(parse("site 192.0.2.1 [2001:db8::1] {\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(site_of("[2001:DB8::1]:8443", 0) == &c->sites[0]);
+}
+
+/* The host of a request, as hostile input: only reg-names and IP literals get through. */
+static void hosts(void)
+{
+    char h[256];
+    CHECK(host_normalize("Example.COM", h, sizeof h) == 11 && !strcmp(h, "example.com"));
+    CHECK(host_normalize("example.com.:8443", h, sizeof h) == 11 && !strcmp(h, "example.com"));
+    CHECK(host_normalize("[::1]:443", h, sizeof h) == 5 && !strcmp(h, "[::1]"));
+    CHECK(host_normalize("", h, sizeof h) == 0);
+    const char *bad[] = { "a/b", "a b", "a\tb", "a:b", "a:99999999", "[::1", "[::1]x", "[g::]", "a\"b", "a<b",
+                          "a@b", ".", "a:80:80", "\x7f", "a\\b", "a?b", "a#b" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(host_normalize(bad[i], h, sizeof h) < 0, "'%s' got through", bad[i]);
+    char longest[300];
+    memset(longest, 'a', sizeof longest - 1);
+    longest[sizeof longest - 1] = 0;
+    CHECK(host_normalize(longest, h, sizeof h) < 0);
+}
+
+static void locations_match(void)
+{
+    CHECKF(parse("root = /srv\n"
+                 "location /a/ {\nroot = /a\n}\n"
+                 "location /a/b/ {\nroot = /ab\n}\n"
+                 "location = /a/b/c {\nroot = /exact\n}\n"
+                 "location /a {\nroot = /a-noslash\n}\n") == CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    CHECK(!strcmp(loc_of(s, "/a/b/c")->docroot->path, "/exact"));
+    CHECK(!strcmp(loc_of(s, "/a/b/c/d")->docroot->path, "/ab"));
+    CHECK(!strcmp(loc_of(s, "/a/b/")->docroot->path, "/ab"));
+    CHECK(!strcmp(loc_of(s, "/a/x")->docroot->path, "/a"));
+    CHECK(!strcmp(loc_of(s, "/abc")->docroot->path, "/a-noslash"));   /* a prefix is a string prefix, as nginx */
+    CHECK(!strcmp(loc_of(s, "/b")->docroot->path, "/srv"));
+    CHECK(parse("location /a/ {\n}\nlocation /a/ {\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: location /a/ is given twice in this file's top level (first at test.conf:1)"));
+    const char *bad[] = { "a", "/a?b", "/a%2f", "/a//b", "/./a", "/a/..", "/a /b" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[100];
+        snprintf(text, sizeof text, "location %s {\n}\n", bad[i]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, "test.conf:1:"), "%s", bad[i]);
+    }
+}
+
+/* Settings flow top -> site -> location; headers and error pages add up (a name given
+ * again replaces), access rules replace the inherited list. */
+static void inheritance(void)
+{
+    CHECKF(parse("header = X-Top: 1\nheader = Cache-Control: no-cache\nallow = 10.0.0.0/8\ndeny = all\n"
+                 "error_page = 404 /404.html\nmax_body_size = 1m\n"
+                 "site a.test {\nheader = X-Site: 2\nroot = /a\n"
+                 "location /s/ {\nheader = Cache-Control: max-age=60\ndeny = 10.1.0.0/16\nerror_page = 500 /500.html\n}\n"
+                 "}\nlocation /top/ {\ndotfiles = allow\n}\n") == CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    const struct location *l = loc_of(s, "/s/x"), *r = loc_of(s, "/"), *t = loc_of(s, "/top/x");
+    CHECK(r->nheaders == 3 && l->nheaders == 3 && !strcmp(r->docroot->path, "/a") && !strcmp(l->docroot->path, "/a"));
+    bool seen60 = false, seen_no_cache = false;
+    for (int i = 0; i < l->nheaders; i++) {
+        seen60 |= !strcmp(l->headers[i].name, "cache-control") && !strcmp(l->headers[i].value, "max-age=60");
+        seen_no_cache |= !strcmp(l->headers[i].value, "no-cache");
+    }
+    CHECK(seen60 && !seen_no_cache);
+    CHECK(r->naccess == 2 && l->naccess == 1 && !l->access[0].allow && l->max_body == 1 << 20);
+    CHECK(l->nerrors == 2 && r->nerrors == 1);
+    CHECK(t->dotfiles == DOTFILES_ALLOW && r->dotfiles == DOTFILES_DENY && !strcmp(t->docroot->path, "/a"));
+}
+
+/* The built-in routes are locations: in every site at their paths, placed elsewhere by
+ * name, gone with builtin_routes = off, and restricted by the location that covers
+ * their path. */
+static void builtin_routes_are_locations(void)
+{
+    CHECKF(parse("location /-/ {\nallow = loopback\ndeny = all\n}\nlocation = /status {\nhandler = stats\n}\n") ==
+           CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    const struct location *st = loc_of(s, "/-/stats");
+    CHECK(st->implicit && st->handler == HANDLER_BUILTIN && st->naccess == 3);
+    CHECK(loc_of(s, "/status")->handler == HANDLER_BUILTIN && !loc_of(s, "/status")->implicit);
+    CHECK(!location_for_path(s, "/-/stats", 8, true)->exact);     /* without it, /-/ answers */
+    CHECK(loc_of(s, "/metrics")->naccess == 0);
+    CHECKF(parse("builtin_routes = off\nlocation = /m {\nhandler = metrics\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(loc_of(&c->sites[0], "/-/healthz")->handler == HANDLER_STATIC && loc_of(&c->sites[0], "/m")->route);
+    CHECKF(parse("location = /-/stats {\nreturn = 404\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(loc_of(&c->sites[0], "/-/stats")->handler == HANDLER_RETURN);
+    CHECK(parse("location /x {\nhandler = nosuch\n}\n") == CONFIG_ERROR && strstr(err, "handler: 'nosuch' is not one of static"));
+    CHECK(parse("location /x {\nhandler = stats\nreturn = 404\n}\n") == CONFIG_ERROR && strstr(err, "return and handler both given"));
+}
+
+static void values_of_rules(void)
+{
+    CHECKF(parse("location /r {\nreturn = 301 https://$host$request_uri\n}\nlocation /t {\nreturn = 200 \"hi\\n\"\n}\n"
+                 "location /u {\nreturn = https://example.org/\n}\nlocation = /f {\nalias = /srv/icons/fav.ico\n}\n"
+                 "location /al/ {\nalias = /srv/assets/\nindex = main.html index.html\ndirectory_listing = on\n"
+                 "fallback = /index.html\nmax_body_size = 10k\n}\n") == CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    CHECK(loc_of(s, "/r")->ret->status == 301 && loc_of(s, "/r")->ret->is_url);
+    CHECK(loc_of(s, "/t")->ret->status == 200 && !strcmp(loc_of(s, "/t")->ret->text, "hi\n"));
+    CHECK(loc_of(s, "/u")->ret->status == 302);
+    const struct location *f = loc_of(s, "/f"), *al = loc_of(s, "/al/x");
+    CHECK(!strcmp(f->alias_file, "fav.ico") && !strcmp(f->docroot->path, "/srv/icons"));
+    CHECK(al->alias && al->docroot->nindex == 2 && al->listing && !strcmp(al->fallback, "/index.html") &&
+          al->max_body == 10240);
+    const char *bad[][2] = {
+        { "return = 301", "needs the URL" }, { "return = 999 x", "not a status" }, { "return = nope", "expected 'STATUS" },
+        { "return = 302 /$nosuch", "unknown variable '$nosuch'" }, { "return = 200 ${host", "without its '}'" },
+        { "header = Content-Length: 5", "the server's to send" }, { "header = Bad Name: x", "not a field name" },
+        { "header = X-A", "expected 'Name: value'" }, { "allow = 10.1.2.3/8", "did you mean 10.0.0.0/8?" },
+        { "deny = 2001:db8::1/200", "prefix length must be 0..128" }, { "allow = 300.1.1.1", "not an address" },
+        { "allow = ", "expected addresses" }, { "max_body_size = 5q", "not a size" },
+        { "error_page = 404", "expected 'STATUS... /path'" }, { "error_page = 200 /x", "not an error status" },
+        { "dotfiles = maybe", "not deny or allow" }, { "fallback = index.html", "not a path under root" },
+        { "index = a/b", "not a file name" }, { "root =", "must not be empty" },
+        { "real_ip_header = Via", "not X-Forwarded-For, Forwarded or X-Real-IP" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[200];
+        snprintf(text, sizeof text, "location /x {\n%s\n}\n", bad[i][0]);
+        if (!strncmp(bad[i][0], "real_ip", 7))
+            snprintf(text, sizeof text, "%s\n", bad[i][0]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, bad[i][1]), "%s: %s", bad[i][0], err);
+    }
+    CHECK(parse("location /x {\nroot = /a\nalias = /b\n}\n") == CONFIG_ERROR && strstr(err, "root and alias both given"));
+}
+
+static void certificates_pair(void)
+{
+    CHECKF(parse("listen = 127.0.0.1:443 tls\ncert = /e.pem\nkey = /e.key\ncert = /r.pem\nkey = /r.key\n"
+                 "site a.test {\n}\nsite b.test {\ncert = /b.pem\nkey = /b.key\n}\nsite c.test {\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(c->ntls == 2 && c->sites[0].tls == 0 && c->sites[2].tls == 0 && c->sites[1].tls == 1);
+    CHECK(c->tls[0].npairs == 2 && !strcmp(c->tls[0].pairs[1].key, "/r.key") && !strcmp(c->tls[0].pairs[1].key_from, "test.conf:5"));
+    CHECK(parse("listen = 127.0.0.1:443 tls\ncert = /a.pem\ncert = /b.pem\nkey = /a.key\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: 2 cert and 1 key at the top level: each certificate needs its key"));
+    CHECKF(parse("listen = 127.0.0.1:443 tls\nsite a.test {\n}\n") == CONFIG_OK && c->ntls == 1 && !c->tls[0].npairs,
+           "%s", err);
+}
+
+static void addresses(void)
+{
+    struct net n;
+    char why[200];
+    uint8_t a[16];
+    struct sockaddr_in in = { .sin_family = AF_INET };
+    struct sockaddr_in6 in6 = { .sin6_family = AF_INET6 };
+    CHECK(!net_parse("10.0.0.0/8", &n, why, sizeof why));
+    inet_pton(AF_INET, "10.9.8.7", &in.sin_addr);
+    CHECK(net_address((struct sockaddr *)&in, a) && net_contains(&n, a));
+    inet_pton(AF_INET6, "::ffff:10.9.8.7", &in6.sin6_addr);           /* a dual-stack socket's IPv4 client */
+    CHECK(net_address((struct sockaddr *)&in6, a) && net_contains(&n, a));
+    inet_pton(AF_INET6, "::a09:807", &in6.sin6_addr);                 /* IPv4-compatible is not mapped */
+    CHECK(net_address((struct sockaddr *)&in6, a) && !net_contains(&n, a));
+    CHECK(!net_parse("2001:db8::/32", &n, why, sizeof why));
+    inet_pton(AF_INET6, "2001:db8:ffff::1", &in6.sin6_addr);
+    CHECK(net_address((struct sockaddr *)&in6, a) && net_contains(&n, a));
+    inet_pton(AF_INET6, "2001:db9::1", &in6.sin6_addr);
+    CHECK(net_address((struct sockaddr *)&in6, a) && !net_contains(&n, a));
+    CHECK(!net_parse("all", &n, why, sizeof why) && net_contains(&n, a));
+    struct access_rule rules[2] = { { .allow = true }, { .allow = false } };
+    CHECK(!net_parse("192.0.2.0/25", &rules[0].net, why, sizeof why) && !net_parse("all", &rules[1].net, why, sizeof why));
+    inet_pton(AF_INET, "192.0.2.127", &in.sin_addr);
+    net_address((struct sockaddr *)&in, a);
+    CHECK(access_allows(rules, 2, a));
+    inet_pton(AF_INET, "192.0.2.128", &in.sin_addr);
+    net_address((struct sockaddr *)&in, a);
+    CHECK(!access_allows(rules, 2, a) && access_allows(rules, 0, a));
+    const char *bad[] = { "10.0.0.0/33", "10.0.0.0/-1", "10.0.0.0/+8", "10.0.0.0/", "10.0.0.1/8", "::1/129", "x", "/8",
+                          "1.2.3", "10.0.0.0/8/8", "::ffff:1.2.3.4/97x" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(net_parse(bad[i], &n, why, sizeof why), "'%s' parsed", bad[i]);
+}
+
+static const char *resolve(const char *const *values, size_t n, const char *peer)
+{
+    static char text[64];
+    uint8_t p[16];
+    struct sockaddr_storage ss = { 0 }, out;
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, peer, &in->sin_addr) == 1)
+        in->sin_family = AF_INET;
+    else if (inet_pton(AF_INET6, peer, &in6->sin6_addr) == 1)
+        in6->sin6_family = AF_INET6;
+    net_address((struct sockaddr *)&ss, p);
+    if (!realip_resolve(c, p, values, n, &out))
+        return "-";
+    const void *a = out.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&out)->sin_addr
+                                             : (const void *)&((struct sockaddr_in6 *)&out)->sin6_addr;
+    inet_ntop(out.ss_family, a, text, sizeof text);
+    return text;
+}
+
+/* What a trusted proxy says of the client, and what anyone else may try. */
+static void real_client_address(void)
+{
+    CHECKF(parse("real_ip_from = 127.0.0.1 10.0.0.0/8\nreal_ip_from = ::1\n") == CONFIG_OK, "%s", err);
+    const char *one[] = { "203.0.113.5" };
+    CHECK(!strcmp(resolve(one, 1, "127.0.0.1"), "203.0.113.5"));
+    CHECK(!strcmp(resolve(one, 1, "::1"), "203.0.113.5"));
+    CHECK(!strcmp(resolve(one, 1, "198.51.100.9"), "-"));           /* not a trusted peer: not believed */
+    /* The client wrote the left part: the first untrusted address from the right wins. */
+    const char *spoof[] = { "6.6.6.6, 203.0.113.5" };
+    CHECK(!strcmp(resolve(spoof, 1, "127.0.0.1"), "203.0.113.5"));
+    const char *chain[] = { "6.6.6.6, 203.0.113.5, 10.1.1.1, 10.2.2.2" };
+    CHECK(!strcmp(resolve(chain, 1, "127.0.0.1"), "203.0.113.5"));
+    const char *lines[] = { "6.6.6.6", "203.0.113.5:4711", " 10.1.1.1 " };   /* several lines, ports, spaces */
+    CHECK(!strcmp(resolve(lines, 3, "127.0.0.1"), "203.0.113.5"));
+    const char *v6[] = { "[2001:db8::7]:443" }, *bare6[] = { "2001:db8::7" }, *mapped[] = { "::ffff:203.0.113.5" };
+    CHECK(!strcmp(resolve(v6, 1, "127.0.0.1"), "2001:db8::7") && !strcmp(resolve(bare6, 1, "127.0.0.1"), "2001:db8::7"));
+    CHECK(!strcmp(resolve(mapped, 1, "127.0.0.1"), "203.0.113.5"));
+    /* Garbage ends the walk: the client is the last hop that could be named. */
+    const char *garbage[] = { "203.0.113.5, unknown, 10.1.1.1" }, *junk[] = { "<script>" }, *empty[] = { "" };
+    CHECK(!strcmp(resolve(garbage, 1, "127.0.0.1"), "10.1.1.1"));
+    CHECK(!strcmp(resolve(junk, 1, "127.0.0.1"), "-") && !strcmp(resolve(empty, 1, "127.0.0.1"), "-"));
+    const char *all_trusted[] = { "10.0.0.1, 10.0.0.2" };
+    CHECK(!strcmp(resolve(all_trusted, 1, "127.0.0.1"), "10.0.0.1"));
+    /* A long list: only the rightmost hops are read. */
+    static char many[40 * 20];
+    many[0] = 0;
+    for (int i = 0; i < 40; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s10.0.0.%d", i ? "," : "", i + 1);
+    snprintf(many + strlen(many), sizeof many - strlen(many), ",203.0.113.5");
+    const char *long_list[] = { many };
+    CHECK(!strcmp(resolve(long_list, 1, "127.0.0.1"), "203.0.113.5"));
+    /* Forwarded (RFC 7239), its quoted forms, and what is not an address there. */
+    CHECKF(parse("real_ip_from = 127.0.0.1\nreal_ip_header = forwarded\n") == CONFIG_OK, "%s", err);
+    const char *fwd[] = { "for=6.6.6.6;proto=https, for=\"[2001:db8:cafe::17]:4711\";by=10.0.0.1" };
+    CHECK(!strcmp(resolve(fwd, 1, "127.0.0.1"), "2001:db8:cafe::17"));
+    const char *fwd2[] = { "For=\"203.0.113.5:80\", proto=http;for=127.0.0.1" };
+    CHECK(!strcmp(resolve(fwd2, 1, "127.0.0.1"), "203.0.113.5"));
+    const char *hidden[] = { "for=203.0.113.5, for=_hidden" }, *comma[] = { "for=\"1.2.3.4,5.6.7.8\"" };
+    CHECK(!strcmp(resolve(hidden, 1, "127.0.0.1"), "-") && !strcmp(resolve(comma, 1, "127.0.0.1"), "-"));
+    const char *unterminated[] = { "for=\"203.0.113.5" };
+    CHECK(!strcmp(resolve(unterminated, 1, "127.0.0.1"), "203.0.113.5"));
 }
 
 static const char *warned;
@@ -184,17 +518,36 @@ static void warn(const char *key) { warned = key; }
 
 static void debug_env(void)
 {
-    config_defaults(&c);
-    CHECK(config_apply_debug_env(&c, "http2serveparking=0", warn, err, sizeof err) == CONFIG_OK && !c.parking);
-    CHECK(!strcmp(c.parking_source, "H2PARK_DEBUG"));
-    CHECK(config_apply_debug_env(&c, "foo=1, http2serveparking=1", warn, err, sizeof err) == CONFIG_OK && c.parking);
+    config_unref(c);
+    c = config_new();
+    memset(&e, 0, sizeof e);
+    CHECK(config_apply_debug_env(c, "http2serveparking=0", warn, &e) == CONFIG_OK && !c->parking);
+    CHECK(!strcmp(c->parking_source, "H2PARK_DEBUG"));
+    CHECK(config_apply_debug_env(c, "foo=1, http2serveparking=1", warn, &e) == CONFIG_OK && c->parking);
     CHECK(warned && !strcmp(warned, "foo"));
-    CHECK(config_apply_debug_env(&c, "http2serveparking=yes", warn, err, sizeof err) == CONFIG_ERROR);
-    CHECK(config_apply_debug_env(&c, "corostackpaint=1", warn, err, sizeof err) == CONFIG_OK && c.coro_paint);
+    CHECK(config_apply_debug_env(c, "http2serveparking=yes", warn, &e) == CONFIG_ERROR);
+    CHECK(config_apply_debug_env(c, "corostackpaint=1", warn, &e) == CONFIG_OK && c->coro_paint);
+}
+
+/* A --listen replaces every listen line, the sites' too. */
+static void command_line(void)
+{
+    config_unref(c);
+    c = config_new();
+    memset(&e, 0, sizeof e);
+    const char *file = "site a.test {\nlisten = 127.0.0.1:1\n}\nsite b.test {\nlisten = 127.0.0.1:2\n}\n";
+    config_parse(c, default_conf_text, default_conf_size, CONFIG_BUILTIN, &e);
+    config_parse(c, file, strlen(file), "f.conf", &e);
+    CHECK(config_set(c, "listen", "127.0.0.1:9", &e) == CONFIG_OK && config_set(c, "listen", "127.0.0.1:10 tls", &e) == CONFIG_OK);
+    CHECK(config_set(c, "workers", "lots", &e) == CONFIG_ERROR && strstr(err, "command line: workers: 'lots'"));
+    memset(&e, 0, sizeof e);
+    CHECKF(config_finish(c, &e) == CONFIG_OK, "%s", err);
+    CHECK(c->nlisten == 2 && c->sites[0].listen_mask == 3 && c->sites[1].listen_mask == 3);
 }
 
 int main(void)
 {
+    app_register_routes();
     RUN(embedded_default_parses);
     RUN(values_and_units);
     RUN(deadlines_and_caps);
@@ -203,6 +556,20 @@ int main(void)
     RUN(origins_and_user);
     RUN(builtin_routes_allow_lists);
     RUN(errors_name_file_line_problem);
+    RUN(every_error_at_once);
+    RUN(repeated_keys);
+    RUN(keys_and_scopes);
+    RUN(sites_by_name);
+    RUN(hosts);
+    RUN(locations_match);
+    RUN(inheritance);
+    RUN(builtin_routes_are_locations);
+    RUN(values_of_rules);
+    RUN(certificates_pair);
+    RUN(addresses);
+    RUN(real_client_address);
     RUN(debug_env);
+    RUN(command_line);
+    config_unref(c);
     CHECK_DONE();
 }

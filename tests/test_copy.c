@@ -121,17 +121,19 @@ static void field_copy_lower_lowers_ascii_letters_only(void)
 
 static void path_decode_refuses_dot_segments_in_one_pass(void)
 {
-    static const char *const bad[] = { "/.", "/..", "/a/..", "/a/../b", "/./a", "/a/.", "/%2e%2e/x", "/a%2f..%2fb",
+    static const char *const bad[] = { "/.", "/..", "/a/..", "/a/../b", "/./a", "/a/.", "/%2e%2e/x", "/a%2f..%2fb", "//..//a",
                                        "/a/%2E", "/%00", "/a%zz", "/a%2", "/%2e" };
     static const struct { const char *in, *out; } good[] = {
-        { "/", "" }, { "/a", "a" }, { "//a//b/", "a//b/" }, { "/a.b/.c/..d/...", "a.b/.c/..d/..." },
-        { "/a%20b?x=/../", "a b" }, { "/sub/style.css#..", "sub/style.css" }, { "/%41", "A" },
+        { "/", "/" }, { "/a", "/a" }, { "//a//b/", "/a/b/" }, { "/a.b/.c/..d/...", "/a.b/.c/..d/..." },
+        { "/a%20b?x=/../", "/a b" }, { "/sub/style.css#..", "/sub/style.css" }, { "/%41", "/A" },
+        { "/a/%2f/b", "/a/b" }, { "", "/" },
     };
     char out[64];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECKF(path_decode(bad[i], out, sizeof out) == -1, "%s decoded to '%s'", bad[i], out);
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
-        CHECKF(path_decode(good[i].in, out, sizeof out) == 0 && !strcmp(out, good[i].out), "%s -> '%s', want '%s'",
+        CHECKF(path_decode(good[i].in, out, sizeof out) == (int)strlen(good[i].out) && !strcmp(out, good[i].out),
+               "%s -> '%s', want '%s'",
                good[i].in, out, good[i].out);
     CHECK(path_decode("/abcdefgh", out, 8) == -1);         /* longer than the room */
 }

@@ -143,7 +143,7 @@ void access_log_request(const struct request *r)
         return;
     struct line l = { .len = 0 };
     double secs = req_duration(r);
-    if (cfg.access_log_format == ACCESS_LOG_JSON) {
+    if (req_config(r)->access_log_format == ACCESS_LOG_JSON) {
         put(&l, "{\"time\":\"", 9);
         put_str(&l, stamp(true));
         put(&l, "\",\"client\":\"", 12);

@@ -1,13 +1,17 @@
 /* The application: the routes h2park serves, written against request.h only.
  *
- * Each module offers its routes as a table; routes.c dispatches on them and falls back
- * to the static files.  No route knows a protocol, and no protocol names a route. */
+ * routes.c finds each request's site and location in its configuration and hands it
+ * to the location's handler: the static files, a return, or a built-in route (each
+ * module offers its routes as a table).  No route knows a protocol, and no protocol
+ * names a route. */
 #ifndef H2PARK_APP_H
 #define H2PARK_APP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <sys/socket.h>
 
 #include "buf.h"
 #include "request.h"
@@ -16,7 +20,8 @@ enum { M_GET = 1, M_HEAD = 2, M_POST = 4 };
 struct worker_counters;
 
 struct route {
-    const char *path;              /* matched exactly, the query aside */
+    const char *name;              /* what "handler = NAME" calls it */
+    const char *path;              /* where it is unless the configuration places it */
     unsigned methods;              /* M_* */
     void (*handler)(struct request *r);
     bool open_to_all;              /* else only builtin_routes_allow's addresses see it */
@@ -24,6 +29,8 @@ struct route {
 
 extern const struct route builtin_routes[];    /* builtin.c: healthz, echo, delay */
 extern const struct route stats_routes[];      /* stats.c: /-/stats, /metrics */
+/* Every built-in route, for config_use_routes (routes.c). */
+void app_register_routes(void);
 
 /* routes.c: the application's entry point (request_set_handler). */
 void app_handle(struct request *r);
@@ -33,21 +40,48 @@ void app_configure(void);
 /* Once a second on every worker, with that worker's counters. */
 void app_tick(int worker, double now, const struct worker_counters *n);
 
-/* static.c */
+/* routes.c: an error answer - the location's error page for status if it has one, else
+ * a line of text. */
+void app_error(struct request *r, int status);
+
+/* static.c.  path is the request's decoded path (path_decode). */
 struct config;
-int static_resolve_root(struct config *c, char *err, size_t errlen);
+struct config_errors;
+struct location;
+/* Opens every root of c (on the main thread, as it is applied; closed when c is freed). */
+int static_open_roots(struct config *c, struct config_errors *e);
 void static_configure(void);
-void static_serve(struct request *r);
+void static_serve(struct request *r, const char *path);
+/* The file at path (an error page's) with status, if the site has it: 0, else -1. */
+int static_serve_page(struct request *r, const char *path, int status);
 void static_sweep(double now);
+
+/* returns.c: a location's return, and the redirect of a cleartext request to https. */
+void return_serve(struct request *r, const char *host, const char *path);
+void https_redirect(struct request *r, const char *host);
+
+/* listing.c: the HTML index of directory fd (under path), for directory_listing. */
+void listing_serve(struct request *r, int fd, const char *path, bool show_dotfiles);
+
+/* realip.c: the client a trusted proxy names in the configured header, if the peer is
+ * one (real_ip_from); the request's client becomes it. */
+void realip_apply(struct request *r);
+/* The rule itself, for a peer (16-byte form) and the header's values in order: true
+ * and *out if a trusted chain names another client. */
+bool realip_resolve(const struct config *c, const uint8_t peer[16], const char *const *values, size_t n,
+                    struct sockaddr_storage *out);
 
 /* mimetypes.c: the Content-Type for a path's extension; /etc/mime.types adds to the
  * built-in table. */
 const char *mime_type(const char *path);
 void mime_types_load(const char *path);
 
-/* path.c: the path part of target, percent-decoded, relative to root (no leading
- * slash); -1 on a bad escape, a NUL, a "." or ".." segment, or more than cap bytes. */
+/* path.c: the path part of target, percent-decoded, with one leading slash and runs of
+ * slashes merged: its length, or -1 on a bad escape, a NUL, a "." or ".." segment, or
+ * more than cap bytes. */
 int path_decode(const char *target, char *out, size_t cap);
+/* A segment that begins with a dot (".well-known" aside). */
+bool path_has_dotfile(const char *path);
 /* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */
 int path_open_beneath(int root_fd, const char *rel);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "config.h"
 #include "counters.h"
 #include "scalloc.h"
 
@@ -64,8 +65,15 @@ void dashboard_sample(int worker, double now, const struct worker_counters *n)
     __atomic_store_n(&s->second, second, __ATOMIC_RELEASE);
 }
 
+static void data(struct request *r);
+
+/* The page, wherever it is placed; what it draws is at its own path + "/data". */
 static void page(struct request *r)
 {
+    const char *t = req_target(r), *q = strchr(t, '?');
+    size_t n = q ? (size_t)(q - t) : strlen(t);
+    if (n >= 5 && !memcmp(t + n - 5, "/data", 5) && req_location(r) && req_location(r)->path_len < n)
+        return data(r);
     struct header h[] = { { "content-type", "text/html; charset=utf-8" }, { "cache-control", "no-store" } };
     if (req_respond(r, 200, h, 2, dashboard_html_size) == 0 && !req_is_head(r)) {
         req_write(r, dashboard_html_text, dashboard_html_size);
@@ -125,7 +133,7 @@ static void data(struct request *r)
 }
 
 const struct route dashboard_routes[] = {
-    { "/-/dashboard", M_GET | M_HEAD, page, false },
-    { "/-/dashboard/data", M_GET | M_HEAD, data, false },
-    { NULL, 0, NULL, false },
+    { "dashboard", "/-/dashboard", M_GET | M_HEAD, page, false },
+    { "dashboard_data", "/-/dashboard/data", M_GET | M_HEAD, data, false },
+    { NULL, NULL, 0, NULL, false },
 };

@@ -1,7 +1,10 @@
 /* A request path resolved beneath root: percent-decoding, then opening.
  *
  * Decoding fails on a bad escape, a NUL (encoded or not) and any "." or ".." segment,
- * so no spelling of a path - dots, encoded dots, encoded slashes - names a parent.
+ * so no spelling of a path - dots, encoded dots, encoded slashes - names a parent; it
+ * merges runs of slashes, so no spelling dodges a location either.  A dotfile is any
+ * segment that begins with a dot, but for ".well-known" (RFC 8615: ACME challenges,
+ * security.txt), which is meant to be served.
  * Opening uses openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) against a descriptor of
  * root, so a symlink anywhere on the way fails too; kernels without openat2 fall back to
  * O_NOFOLLOW on every component.  Files open with O_NONBLOCK: opening a FIFO must not
@@ -31,17 +34,18 @@ static bool dot_segment(const char *seg, size_t len)
     return (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.');
 }
 
-/* Decodes the path part of target into out (relative to root, no leading slash).
+/* Decodes the path part of target into out: "/a/b", always one leading slash, runs of
+ * slashes merged (an encoded one too), so that locations match it whatever the spelling.
  * Fails on bad escapes, NUL, and any "." or ".." segment - of the decoded path, so an
- * encoded slash separates segments too.  One pass: each segment is judged as its
- * slash is written. */
+ * encoded slash separates segments too.  One pass: each segment is judged as its slash
+ * is written.  Returns the length. */
 int path_decode(const char *target, char *out, size_t cap)
 {
-    size_t n = 0, seg = 0;
-    const char *p = target;
-    while (*p == '/')
-        p++;
-    for (; *p && *p != '?' && *p != '#'; p++) {
+    size_t n = 0, seg = 1;
+    if (cap < 2)
+        return -1;
+    out[n++] = '/';
+    for (const char *p = target; *p && *p != '?' && *p != '#'; p++) {
         int ch = (unsigned char)*p;
         if (ch == '%') {
             int hi = hexval((unsigned char)p[1]), lo = hi < 0 ? -1 : hexval((unsigned char)p[2]);
@@ -52,6 +56,8 @@ int path_decode(const char *target, char *out, size_t cap)
         }
         if (ch == 0 || n + 1 >= cap)
             return -1;
+        if (ch == '/' && out[n - 1] == '/')
+            continue;
         out[n++] = (char)ch;
         if (ch == '/') {
             if (dot_segment(out + seg, n - 1 - seg))
@@ -60,7 +66,19 @@ int path_decode(const char *target, char *out, size_t cap)
         }
     }
     out[n] = 0;
-    return dot_segment(out + seg, n - seg) ? -1 : 0;
+    return dot_segment(out + seg, n - seg) ? -1 : (int)n;
+}
+
+bool path_has_dotfile(const char *path)
+{
+    for (const char *p = path; (p = strchr(p, '/'));) {
+        p++;
+        if (p[0] == '.' && strncmp(p, ".well-known", 11) != 0)
+            return true;
+        if (p[0] == '.' && p[11] != '/' && p[11] != 0)
+            return true;           /* ".well-knownX" is a dotfile like any other */
+    }
+    return false;
 }
 
 int path_open_beneath(int root_fd, const char *rel)

@@ -1,11 +1,26 @@
-/* Routing: the route tables of the modules, then the static files.
+/* Routing: a request's site and location, their rules, then the location's handler.
  *
- * A path that names a route answers 405 with Allow for a method the route does not take;
- * the built-in routes go away with builtin_routes = off, and then their paths are looked
- * up as files like any other.  They do the same for a client outside
- * builtin_routes_allow (the PROXY header's address where there is one), all but
- * /-/healthz: what they tell - memory, connections, the heap - is the operator's, and
- * /-/echo and /-/delay hold handlers open. */
+ * In order, each a step nginx users know from its phases:
+ *   1. the site, by Host or :authority on the listener it came in on (sites.c); a host
+ *      that is no valid host is a 400;
+ *   2. over TLS, 421 Misdirected Request (RFC 9110 15.5.20) when the request is for a
+ *      site other than the one its connection's SNI chose and the certificate the
+ *      connection presented does not cover the request's host: a client that reused
+ *      (coalesced) a connection for a name it should not have retries on a new one;
+ *   3. the client, from a trusted proxy's header (realip.c);
+ *   4. the location, by the decoded path (exact, then longest prefix);
+ *   5. https_redirect for a cleartext request, then allow/deny (403; a built-in route
+ *      the configuration did not place instead answers as if it were not there, so
+ *      the path falls to the next location), dotfiles (403), WebSocket upgrades no
+ *      handler here takes (400), the body limit (413);
+ *   6. the handler: static files, a return, or a built-in route (405 with Allow for a
+ *      method it does not take).
+ * The request carries its location from step 4 on (req_set_location), so the
+ * location's response headers go with every answer, error pages included.  A built-in
+ * route the configuration did not place answers only clients in builtin_routes_allow,
+ * all but /-/healthz (what they tell - memory, connections, the heap - is the
+ * operator's, and /-/echo and /-/delay hold handlers open); anyone else gets what the
+ * path would be without it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,21 +28,22 @@
 #include "config.h"
 
 static const struct route *const tables[] = { builtin_routes, stats_routes, dashboard_routes };
-/* The bytes the route paths have second ('-' of "/-/..." and 'm' of "/metrics"), set
- * once by app_init: a target that has none of them skips the tables at once. */
-static bool route_second_byte[256];
+
+void app_register_routes(void)
+{
+    static struct config_route all[16];
+    static size_t n;
+    if (n)
+        return;
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+        for (const struct route *rt = tables[t]; rt->path && n < 16; rt++)
+            all[n++] = (struct config_route){ rt->name, rt->path, rt };
+    config_use_routes(all, n);
+}
 
 static unsigned method_bit(const char *m)
 {
     return !strcmp(m, "GET") ? M_GET : !strcmp(m, "HEAD") ? M_HEAD : !strcmp(m, "POST") ? M_POST : 0;
-}
-
-static bool path_is(const char *target, const char *want)
-{
-    if (target[0] != want[0] || (want[0] && target[1] != want[1]))
-        return false;               /* most targets leave every route here, unmeasured */
-    size_t l = strlen(want);
-    return !strncmp(target, want, l) && (target[l] == 0 || target[l] == '?');
 }
 
 static void method_not_allowed(struct request *r, unsigned methods)
@@ -41,21 +57,117 @@ static void method_not_allowed(struct request *r, unsigned methods)
     req_respond(r, 405, h, 1, BODY_NONE);
 }
 
+static const char *error_text(int status)
+{
+    switch (status) {
+    case 400: return "bad request\n";
+    case 403: return "forbidden\n";
+    case 404: return "not found\n";
+    case 413: return "request body too large\n";
+    case 421: return "misdirected request: this connection does not serve that host\n";
+    case 500: return "internal server error\n";
+    case 503: return "service unavailable\n";
+    default: return status < 500 ? "client error\n" : "server error\n";
+    }
+}
+
+void app_error(struct request *r, int status)
+{
+    const struct location *loc = req_location(r);
+    for (uint16_t i = 0; loc && i < loc->nerrors; i++)
+        if (loc->errors[i].status == status && static_serve_page(r, loc->errors[i].uri, status) == 0)
+            return;
+    reply_text(r, status, error_text(status));
+}
+
+/* Step 2: the site's answer may come on this connection (see the top). */
+static bool misdirected(struct request *r, const struct site_table *t, const struct site *site, const char *host,
+                        size_t hl)
+{
+    if (!req_is_tls(r) || t->nsites < 2 || !hl)
+        return false;
+    const char *sni = req_tls_server_name(r);
+    char name[256];
+    int nl = sni ? host_normalize(sni, name, sizeof name) : 0;
+    if (nl <= 0 || ((size_t)nl == hl && !memcmp(name, host, hl)))
+        return false;              /* no SNI (the Host decides, as for cleartext), or the same name */
+    return site_for_host(t, name, (size_t)nl) != site && !req_tls_certificate_covers(r, host, hl);
+}
+
+static void dispatch(struct request *r, const struct location *loc, const char *host, const char *path)
+{
+    switch (loc->handler) {
+    case HANDLER_RETURN:
+        return return_serve(r, host, path);
+    case HANDLER_BUILTIN: {
+        const struct route *rt = loc->route;
+        if (!(rt->methods & method_bit(req_method(r))))
+            return method_not_allowed(r, rt->methods);
+        return rt->handler(r);
+    }
+    default:
+        return static_serve(r, path);
+    }
+}
+
+static bool builtin_allowed(const struct request *r, const struct config *cfg)
+{
+    uint8_t client[16];
+    if (!net_address(req_client(r), client))
+        return false;
+    for (uint16_t i = 0; i < cfg->nbuiltin_allow; i++)
+        if (net_contains(&cfg->builtin_allow[i].net, client))
+            return true;
+    return false;
+}
+
 void app_handle(struct request *r)
 {
-    const char *target = req_target(r);
-    bool maybe = target[0] && route_second_byte[(unsigned char)target[1]];
-    for (size_t t = 0; maybe && cfg.builtin_routes && t < sizeof tables / sizeof tables[0]; t++)
-        for (const struct route *rt = tables[t]; rt->path; rt++) {
-            if (!path_is(target, rt->path))
-                continue;
-            if (!rt->open_to_all && !cidr_match(cfg.builtin_allow, cfg.nbuiltin_allow, req_peer_sockaddr(r)))
-                return static_serve(r);    /* as if the route were not there */
-            if (!(rt->methods & method_bit(req_method(r))))
-                return method_not_allowed(r, rt->methods);
-            return rt->handler(r);
-        }
-    static_serve(r);
+    const struct config *cfg = req_config(r);
+    const struct site_table *t = config_sites_of(cfg, req_listener(r));
+    char host[256], path[2048];
+    int hl = host_normalize(req_authority(r), host, sizeof host);
+    if (hl < 0)
+        return reply_text(r, 400, "bad request: the host is not a host name or address\n");
+    const struct site *site = site_for_host(t, host, (size_t)hl);
+    if (misdirected(r, t, site, host, (size_t)hl))
+        return app_error(r, 421);
+    if (cfg->nreal_ip_from)
+        realip_apply(r);
+    int pl = path_decode(req_target(r), path, sizeof path - 16);
+    bool bad_path = pl < 0;
+    if (bad_path)
+        path[0] = '/', path[1] = 0, pl = 1;    /* matched as "/", answered 404 below */
+    const struct location *loc = location_for_path(site, path, (size_t)pl, false);
+    if (loc->implicit && loc->handler == HANDLER_BUILTIN && !loc->route->open_to_all && !builtin_allowed(r, cfg))
+        loc = location_for_path(site, path, (size_t)pl, true);   /* as if the route were not there */
+    uint8_t client[16];
+    bool has_client = net_address(req_client(r), client);
+    if (loc->naccess && loc->implicit && !(has_client && access_allows(loc->access, loc->naccess, client)))
+        loc = location_for_path(site, path, (size_t)pl, true);
+    req_set_location(r, loc);
+    if (bad_path)
+        return app_error(r, 404);  /* a path that names nothing under any root */
+    if (site->https_redirect && !req_is_tls(r))
+        return https_redirect(r, host);
+    if (loc->naccess && !(has_client && access_allows(loc->access, loc->naccess, client)))
+        return app_error(r, 403);
+    if (loc->dotfiles == DOTFILES_DENY && path_has_dotfile(path))
+        return app_error(r, 403);
+    /* A WebSocket handshake where nothing takes it: refused, not served as a GET
+     * (RFC 6455 4.2.1: an error status such as 400). */
+    const char *upgrade = req_known(r, KF_UPGRADE);
+    if (upgrade && http_list_has(upgrade, "websocket") && http_list_has(req_known(r, KF_CONNECTION), "upgrade"))
+        return reply_text(r, 400, "no WebSocket endpoint here\n");
+    if (loc->max_body && req_limit_body(r, loc->max_body))
+        return app_error(r, 413);
+    dispatch(r, loc, host, path);
+    if (req_body_too_large(r)) {
+        if (!req_status(r))
+            app_error(r, 413);
+        else
+            req_reset(r);          /* answered already: the exchange is cut short */
+    }
 }
 
 /* Every request, as its exchange ends. */
@@ -68,15 +180,11 @@ static void request_ended(const struct request *r)
 /* Once, before the workers start. */
 void app_init(void)
 {
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
-        for (const struct route *rt = tables[t]; rt->path; rt++)
-            if (rt->path[0])
-                route_second_byte[(unsigned char)rt->path[1]] = true;
+    app_register_routes();
     request_set_handler(app_handle);
     request_set_logger(request_ended);
     stats_init();
     mime_types_load("/etc/mime.types");
-    static_configure();
 }
 
 void app_configure(void) { static_configure(); }

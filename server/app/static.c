@@ -1,6 +1,15 @@
-/* Static files under root, with the HTTP semantics clients rely on (RFC 9110): strong
- * ETags, conditional requests, single byte ranges, a redirect for a directory named
- * without its slash, and precompressed variants chosen by Accept-Encoding.
+/* Static files under a location's root, with the HTTP semantics clients rely on (RFC
+ * 9110): ETags, conditional requests, single byte ranges, a redirect for a directory
+ * named without its slash, precompressed variants chosen by Accept-Encoding, index
+ * files, and where the location asks for them a directory listing and a fallback file
+ * for paths that are not there (a single-page application's index.html).
+ *
+ * The ETag is the size and the modification time (to the nanosecond), nothing of the
+ * inode or the device, so copies of a file on two machines behind one balancer carry
+ * the same one (nginx's choice).  It is strong (RFC 9110 8.8.3) unless the file changed
+ * within the last second: a second write of the same size inside one tick of the
+ * file system's clock would keep both, so until then it is weak, as section 8.8.2.2
+ * rules for Last-Modified.
  *
  * Paths are resolved beneath root by path.c; everything that would leave it is a 404,
  * like a file that is not there.  Anything under root is hostile input too: only regular
@@ -20,9 +29,11 @@
  * with Range (206, or 416 for a range that misses the file).  A request for several
  * ranges gets the whole file (200), which the RFC allows.
  *
- * Each worker opens root itself whenever it takes a configuration (a reload may move
- * it), and empties its cache then.  A root left at the built-in default that is not
- * there is no root at all: / answers with the page built into the binary. */
+ * Roots are opened once per configuration, on the main thread as it is applied
+ * (static_open_roots), and closed when the configuration is freed; the cache is keyed
+ * by the root's id and path, and emptied when a worker takes a new configuration.  A
+ * root left at the built-in default that is not there is no root at all: / answers
+ * with the page built into the binary. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -47,14 +58,14 @@
 #define OPEN_FILE_TTL 1.0
 #define SMALL_FILE 16384         /* 256 slots: at most 4 MiB of copies per worker */
 
-static __thread int root_fd = -1;
 extern const char builtin_page_text[];
 extern const unsigned builtin_page_size;
 
-enum file_kind { FILE_REGULAR, FILE_DIR_NO_SLASH, FILE_MISSING };
+enum file_kind { FILE_REGULAR, FILE_DIR_NO_SLASH, FILE_DIR, FILE_MISSING };
 
 struct open_file {
-    char *path;                /* the decoded request path (with .gz or .br for a variant) */
+    uint64_t root;             /* the docroot's id */
+    char *path;                /* relative to the root (with .gz or .br for a variant) */
     size_t path_len;
     int fd;                    /* -1 unless FILE_REGULAR */
     uint8_t kind;              /* enum file_kind */
@@ -67,7 +78,8 @@ struct open_file {
     char *content;             /* the whole file if it is small, else NULL */
     const char *type;
     char modified[HTTP_DATE_LEN + 1];
-    char etag[64];
+    char etag[64];             /* as sent: "size-mtime", or W/"size-mtime" */
+    bool etag_weak;
     struct req_fields *fields; /* content-type, last-modified, etag, accept-ranges, laid out */
 };
 
@@ -100,10 +112,10 @@ static void open_file_release(void *arg)
         open_file_free(f);
 }
 
-/* FNV-1a of p, and its length on the way. */
-static unsigned path_hash(const char *p, size_t *len)
+/* FNV-1a of the docroot's id and p, and p's length on the way. */
+static unsigned path_hash(uint64_t root, const char *p, size_t *len)
 {
-    unsigned h = 2166136261u;
+    unsigned h = 2166136261u ^ (unsigned)root;
     const char *s = p;
     for (; *p; p++)
         h = (h ^ (unsigned char)*p) * 16777619u;
@@ -113,30 +125,37 @@ static unsigned path_hash(const char *p, size_t *len)
 
 static bool out_of_descriptors(int err) { return err == EMFILE || err == ENFILE; }
 
-/* Opens rel and fills f: a regular file; a directory named with its slash (its
- * index.html); a directory without it (to be redirected); or nothing (missing, or not a
- * regular file).  0, or EMFILE/ENFILE when descriptors ran out. */
-static int open_file_fill(struct open_file *f, const char *rel)
+/* Opens rel and fills f: a regular file; a directory named with its slash (its first
+ * index file that is there, else FILE_DIR); a directory without it (to be redirected);
+ * or nothing (missing, or not a regular file).  0, or EMFILE/ENFILE when descriptors
+ * ran out. */
+static int open_file_fill(struct open_file *f, const struct docroot *d, const char *rel)
 {
     char path[2048];
     snprintf(path, sizeof path, "%s", rel);
     f->fd = -1;
     f->kind = FILE_MISSING;
-    int fd = path_open_beneath(root_fd, path);
+    int fd = path_open_beneath(d->fd, path);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
         close(fd);
+        fd = -1;
         size_t l = strlen(path);
         if (l && path[l - 1] != '/') {
             f->kind = FILE_DIR_NO_SLASH;
             return 0;
         }
-        snprintf(path + l, sizeof path - l, "index.html");
-        fd = path_open_beneath(root_fd, path);
-        if (fd >= 0 && fstat(fd, &st) != 0) {
-            close(fd);
-            fd = -1;
+        f->kind = FILE_DIR;
+        for (uint8_t i = 0; i < d->nindex && fd < 0; i++) {
+            snprintf(path + l, sizeof path - l, "%s", d->index[i]);
+            fd = path_open_beneath(d->fd, path);
+            if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+                close(fd);
+                fd = -1;
+            }
         }
+        if (fd < 0)
+            return out_of_descriptors(errno) ? errno : 0;
     }
     if (fd < 0 || !S_ISREG(st.st_mode)) {
         int err = fd < 0 && out_of_descriptors(errno) ? errno : 0;
@@ -158,17 +177,19 @@ static int open_file_fill(struct open_file *f, const char *rel)
     size_t pl = strlen(path);
     for (int i = 0; i < 2 && !f->has_variants && pl + 4 <= sizeof path; i++) {
         memcpy(path + pl, i ? ".gz" : ".br", 4);
-        int v = path_open_beneath(root_fd, path);
+        int v = path_open_beneath(d->fd, path);
         if (v >= 0) {
             f->has_variants = true;
             close(v);
         }
     }
     http_date_format(st.st_mtime, f->modified);
-    /* Strong: inode, size and modification time (to the nanosecond) together change
-     * whenever the bytes may have. */
-    snprintf(f->etag, sizeof f->etag, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"", (uint64_t)st.st_ino,
-             (uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec * UINT64_C(1000000000) + (uint64_t)st.st_mtim.tv_nsec);
+    /* Size and modification time only: the same file gets the same tag on every machine
+     * and copy (an inode would differ).  Weak while the file may still be changing within
+     * the second its mtime names (RFC 9110 8.8.1: a second write in it would keep the tag). */
+    f->etag_weak = st.st_mtime >= time(NULL) - 1;
+    snprintf(f->etag, sizeof f->etag, "%s\"%" PRIx64 "-%" PRIx64 "\"", f->etag_weak ? "W/" : "", (uint64_t)st.st_size,
+             (uint64_t)st.st_mtim.tv_sec * UINT64_C(1000000000) + (uint64_t)st.st_mtim.tv_nsec);
     /* What every full response of it says, prepared once per opening (NULL without
      * memory: then each response lays them out itself). */
     struct header h[] = { { "content-type", f->type }, { "last-modified", f->modified }, { "etag", f->etag },
@@ -179,15 +200,15 @@ static int open_file_fill(struct open_file *f, const char *rel)
 
 /* The cache entry for rel, opened now if it is missing or older than OPEN_FILE_TTL.
  * NULL with *err (EMFILE, ENFILE, ENOMEM) only when it could not be looked at. */
-static struct open_file *open_file_get(const char *rel, double now, int *err)
+static struct open_file *open_file_get(const struct docroot *d, const char *rel, double now, int *err)
 {
     *err = ENOMEM;
     if (!open_files && !(open_files = sc_calloc(OPEN_FILES, sizeof *open_files)))
         return NULL;
     size_t len;
-    struct open_file **slot = &open_files[path_hash(rel, &len) % OPEN_FILES];
+    struct open_file **slot = &open_files[path_hash(d->id, rel, &len) % OPEN_FILES];
     struct open_file *f = *slot;
-    if (f && f->expires > now && f->path_len == len && !memcmp(f->path, rel, len))
+    if (f && f->expires > now && f->root == d->id && f->path_len == len && !memcmp(f->path, rel, len))
         return f;
     if (f) {
         *slot = NULL;
@@ -195,7 +216,8 @@ static struct open_file *open_file_get(const char *rel, double now, int *err)
     }
     if (!(f = sc_calloc(1, sizeof *f)))
         return NULL;
-    if ((*err = open_file_fill(f, rel)) || !(f->path = sc_malloc(len + 1))) {
+    f->root = d->id;
+    if ((*err = open_file_fill(f, d, rel)) || !(f->path = sc_malloc(len + 1))) {
         if (!*err)
             *err = ENOMEM;
         open_file_free(f);
@@ -221,10 +243,14 @@ void static_sweep(double now)
 
 /* ---- the semantics ---- */
 
-/* Does an If-Match/If-None-Match list name etag?  weak: W/ prefixes are ignored (13.1.2
- * for If-None-Match); else a weak tag never matches (If-Match compares strongly). */
-static bool etag_listed(const char *list, const char *etag, bool weak)
+/* Does an If-Match/If-None-Match list name f's tag?  weak: the weak comparison (8.8.3.2,
+ * for If-None-Match), which ignores W/ on either side; else the strong one (If-Match),
+ * where a weak tag on either side never matches. */
+static bool etag_listed(const char *list, const struct open_file *f, bool weak)
 {
+    if (!weak && f->etag_weak)
+        return false;
+    const char *etag = f->etag + (f->etag_weak ? 2 : 0);
     size_t el = strlen(etag);
     for (const char *p = list; *p;) {
         while (*p == ' ' || *p == '\t' || *p == ',')
@@ -341,7 +367,8 @@ static int parse_range(const char *range, int64_t size, int64_t *first, int64_t 
 
 /* The precompressed variant of rel to send for this Accept-Encoding, if any: br, then
  * gzip.  *exists says whether rel has a variant at all (the answer then varies). */
-static struct open_file *variant(const char *rel, const char *accept, double now, const char **coding, bool *exists)
+static struct open_file *variant(const struct docroot *d, const char *rel, const char *accept, double now,
+                                 const char **coding, bool *exists)
 {
     static const char *const codings[][2] = { { "br", ".br" }, { "gzip", ".gz" } };
     struct open_file *chosen = NULL;
@@ -354,7 +381,7 @@ static struct open_file *variant(const char *rel, const char *accept, double now
             return NULL;
         memcpy(name, rel, rl);
         memcpy(name + rl, codings[i][1], 4);      /* ".br\0" or ".gz\0" */
-        struct open_file *v = open_file_get(name, now, &err);
+        struct open_file *v = open_file_get(d, name, now, &err);
         if (!v || v->kind != FILE_REGULAR)
             continue;
         *exists = true;
@@ -373,6 +400,8 @@ static struct open_file *variant(const char *rel, const char *accept, double now
 static void redirect_to_slash(struct request *r)
 {
     const char *target = req_target(r), *q = strchr(target, '?');
+    while (target[0] == '/' && (target[1] == '/' || target[1] == '\\'))
+        target++;                  /* "//evil.example" would send a browser to another host */
     size_t pl = q ? (size_t)(q - target) : strlen(target);
     char location[2200];
     size_t n = 0;
@@ -397,47 +426,33 @@ static void redirect_to_slash(struct request *r)
     }
 }
 
-void static_serve(struct request *r)
+/* rel under the location's root for a decoded request path. */
+static const char *relative(const struct location *loc, const char *path)
 {
-    const char *m = req_method(r);
-    bool get = m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && !m[3];
-    if (!get && !req_is_head(r)) {
-        struct header h[] = { { "allow", "GET, HEAD" } };
-        req_respond(r, 405, h, 1, BODY_NONE);
-        return;
-    }
-    char rel[2048];
-    if (path_decode(req_target(r), rel, sizeof rel - 16)) {
-        reply_text(r, 404, "not found\n");
-        return;
-    }
-    if (root_fd < 0) {
-        if (!strcmp(rel, "") || !strcmp(rel, "index.html"))
-            req_simple(r, 200, "text/html; charset=utf-8", builtin_page_text, builtin_page_size);
-        else
-            reply_text(r, 404, "not found\n");
-        return;
-    }
-    int err;
-    double now = req_now(r);
-    struct open_file *f = open_file_get(rel, now, &err);
-    if (!f) {
-        static __thread time_t logged;
-        log_rate_limited(LOG_ERROR, &logged, "cannot open files under root: %s (raise the open-file limit or lower max_conns)",
-                         strerror(err));
-        struct header h[] = { { "retry-after", "1" } };
-        req_respond(r, 503, h, 1, BODY_NONE);
-        return;
-    }
-    if (f->kind == FILE_DIR_NO_SLASH)
-        return redirect_to_slash(r);
-    if (f->kind != FILE_REGULAR) {
-        reply_text(r, 404, "not found\n");
-        return;
-    }
+    if (loc->alias_file)
+        return loc->alias_file;
+    const char *rel = loc->alias ? path + (strlen(path) >= loc->path_len ? loc->path_len : strlen(path)) : path;
+    while (*rel == '/')
+        rel++;
+    return rel;
+}
+
+static void cannot_open(struct request *r, int err)
+{
+    static __thread time_t logged;
+    log_rate_limited(LOG_ERROR, &logged, "cannot open files under root: %s (raise the open-file limit or lower max_conns)",
+                     strerror(err));
+    struct header h[] = { { "retry-after", "1" } };
+    req_respond(r, 503, h, 1, BODY_NONE);
+}
+
+/* A regular file, with every semantics above. */
+static void serve_file(struct request *r, const struct docroot *d, struct open_file *f, double now)
+{
     const char *type = f->type, *coding = NULL;
     bool has_variants = false;
-    struct open_file *v = f->has_variants ? variant(f->path, req_known(r, KF_ACCEPT_ENCODING), now, &coding, &has_variants)
+    struct open_file *v = f->has_variants ? variant(d, f->path, req_known(r, KF_ACCEPT_ENCODING), now, &coding,
+                                                    &has_variants)
                                           : NULL;
     if (v)
         f = v;                                 /* the same content, encoded: its own validators */
@@ -455,13 +470,13 @@ void static_serve(struct request *r)
     const char *if_match = req_known(r, KF_IF_MATCH), *inm = req_known(r, KF_IF_NONE_MATCH);
     const char *ius = req_known(r, KF_IF_UNMODIFIED_SINCE), *ims = req_known(r, KF_IF_MODIFIED_SINCE);
     int64_t t;
-    if (if_match ? !etag_listed(if_match, f->etag, false)
+    if (if_match ? !etag_listed(if_match, f, false)
                  : ius && (t = http_date_parse(ius)) >= 0 && f->mtime > t) {
         req_respond(r, 412, h + 2, 1, BODY_NONE);
         return;
     }
     /* A date in the future is no validator (section 13.1.3): ignored. */
-    if (inm ? etag_listed(inm, f->etag, true)
+    if (inm ? etag_listed(inm, f, true)
             : ims && (t = http_date_parse(ims)) >= 0 && t <= (int64_t)time(NULL) && f->mtime <= t) {
         struct header nm[] = { { "last-modified", f->modified }, { "etag", f->etag }, { "vary", "accept-encoding" } };
         req_respond(r, 304, nm, has_variants ? 3 : 2, BODY_NONE);   /* what a 200 would say of validity */
@@ -469,7 +484,8 @@ void static_serve(struct request *r)
     }
     const char *range = req_known(r, KF_RANGE), *if_range = req_known(r, KF_IF_RANGE);
     if (range && if_range) {
-        bool fresh = if_range[0] == '"' ? !strcmp(if_range, f->etag)
+        /* If-Range compares strongly (13.1.5): a weak tag on either side is no match. */
+        bool fresh = if_range[0] == '"' ? !f->etag_weak && !strcmp(if_range, f->etag)
                                         : (t = http_date_parse(if_range)) >= 0 && t == (int64_t)f->mtime;
         if (!fresh)
             range = NULL;                       /* changed since: the whole new file */
@@ -497,45 +513,115 @@ void static_serve(struct request *r)
         req_respond_file(r, ranged > 0 ? 206 : 200, h, n, &src, first, last - first + 1);
 }
 
-/* Checks c's root and makes it absolute, saying where it came from; a root that is the
- * built-in default and is not there becomes "" (the built-in page). */
-int static_resolve_root(struct config *c, char *err, size_t errlen)
+void static_serve(struct request *r, const char *path)
 {
-    char real[PATH_MAX], here[PATH_MAX];
-    int fd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int e = errno;
-    if (fd >= 0) {
-        close(fd);
-        if (!realpath(c->root, real) || strlen(real) >= sizeof c->root)
-            snprintf(real, sizeof real, "%s", c->root);
-        log_msg(LOG_INFO, "root %s (%s) resolved to %s", c->root, c->root_from, real);
-        memcpy(c->root, real, strlen(real) + 1);
-        return 0;
-    }
-    /* A relative root is taken from the directory h2park started in: say which. */
-    char where[PATH_MAX + 32] = "";
-    if (c->root[0] != '/' && getcwd(here, sizeof here))
-        snprintf(where, sizeof where, " resolved against %s", here);
-    if (!strcmp(c->root_from, CONFIG_BUILTIN)) {
-        log_msg(LOG_WARN, "root %s (%s)%s: %s; / serves the built-in page (set root to serve files)", c->root,
-                c->root_from, where, strerror(e));
-        c->root[0] = 0;
-        return 0;
-    }
-    snprintf(err, errlen, "root %s (%s)%s: %s", c->root, c->root_from, where, strerror(e));
-    return -1;
-}
-
-/* On each worker as it takes a configuration (and on the thread that calls app_init). */
-void static_configure(void)
-{
-    int fd = -1;
-    if (cfg.root[0] && (fd = open(cfg.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        log_msg(LOG_ERROR, "root %s: %s; the previous root stays", cfg.root, strerror(errno));
+    const char *m = req_method(r);
+    bool get = m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && !m[3];
+    if (!get && !req_is_head(r)) {
+        struct header h[] = { { "allow", "GET, HEAD" } };
+        req_respond(r, 405, h, 1, BODY_NONE);
         return;
     }
-    if (root_fd >= 0)
-        close(root_fd);
-    root_fd = fd;
-    static_sweep(INFINITY);          /* cached files came from the old root */
+    const struct location *loc = req_location(r);
+    const struct docroot *d = loc->docroot;
+    const char *rel = relative(loc, path);
+    if (d->fd < 0) {
+        if (d->builtin_default && (!strcmp(rel, "") || !strcmp(rel, "index.html")))
+            req_simple(r, 200, "text/html; charset=utf-8", builtin_page_text, builtin_page_size);
+        else
+            app_error(r, 404);
+        return;
+    }
+    int err;
+    double now = req_now(r);
+    struct open_file *f = open_file_get(d, rel, now, &err);
+    if (!f)
+        return cannot_open(r, err);
+    if (f->kind == FILE_DIR_NO_SLASH)
+        return redirect_to_slash(r);
+    if (f->kind == FILE_DIR && loc->listing) {
+        int fd = path_open_beneath(d->fd, *rel ? rel : ".");
+        if (fd < 0)
+            return out_of_descriptors(errno) ? cannot_open(r, errno) : app_error(r, 404);
+        listing_serve(r, fd, path, loc->dotfiles == DOTFILES_ALLOW);
+        close(fd);
+        return;
+    }
+    if (f->kind != FILE_REGULAR && loc->fallback) {
+        /* What is not there is the application's to route: its page, as a 200. */
+        if (!(f = open_file_get(d, loc->fallback + 1, now, &err)))
+            return cannot_open(r, err);
+    }
+    if (f->kind != FILE_REGULAR)
+        return app_error(r, 404);
+    serve_file(r, d, f, now);
 }
+
+int static_serve_page(struct request *r, const char *path, int status)
+{
+    const struct location *here = req_location(r);
+    const struct location *loc = location_for_path(here->site, path, strlen(path), true);
+    if (!loc || loc->handler != HANDLER_STATIC || loc->docroot->fd < 0)
+        return -1;
+    int err;
+    struct open_file *f = open_file_get(loc->docroot, relative(loc, path), req_now(r), &err);
+    if (!f || f->kind != FILE_REGULAR)
+        return -1;
+    struct header h[] = { { "content-type", f->type } };
+    f->refs++;
+    struct body_source src = { f->fd, f->content, open_file_hold, open_file_release, f };
+    req_respond_file(r, status, h, 1, &src, 0, f->size);
+    return 0;
+}
+
+static void close_root(void *arg)
+{
+    struct docroot *d = arg;
+    if (d->fd >= 0)
+        close(d->fd);
+    d->fd = -1;
+}
+
+/* Opens each root of c and makes its path absolute, saying where it came from; a root
+ * that is the built-in default and is not there is the built-in page. */
+int static_open_roots(struct config *c, struct config_errors *e)
+{
+    int before = e->count;
+    for (uint32_t i = 0; i < c->ndocroots; i++) {
+        struct docroot *d = c->docroots[i];
+        char real[PATH_MAX], here[PATH_MAX];
+        int fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int err = errno;
+        if (fd >= 0) {
+            if (config_on_free(c, close_root, d)) {
+                close(fd);
+                config_error(e, "out of memory");
+                continue;
+            }
+            d->fd = fd;
+            char *abs = realpath(d->path, real) ? sc_malloc(strlen(real) + 1) : NULL;
+            if (abs && !config_on_free(c, sc_free, abs)) {
+                strcpy(abs, real);
+                log_msg(LOG_INFO, "root %s (%s) resolved to %s", d->path, d->from, abs);
+                d->path = abs;
+            } else {
+                sc_free(abs);
+            }
+            continue;
+        }
+        /* A relative root is taken from the directory h2park started in: say which. */
+        char where[PATH_MAX + 32] = "";
+        if (d->path[0] != '/' && getcwd(here, sizeof here))
+            snprintf(where, sizeof where, " resolved against %s", here);
+        if (d->builtin_default) {
+            log_msg(LOG_WARN, "root %s (%s)%s: %s; / serves the built-in page (set root to serve files)", d->path,
+                    d->from, where, strerror(err));
+            continue;
+        }
+        config_error(e, "root %s (%s)%s: %s", d->path, d->from, where, strerror(err));
+    }
+    return e->count > before ? -1 : 0;
+}
+
+/* On each worker as it takes a configuration: what it cached came from the old roots. */
+void static_configure(void) { static_sweep(INFINITY); }

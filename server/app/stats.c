@@ -84,7 +84,7 @@ struct figure {
     bool boolean, counter;
 };
 
-static size_t collect(struct figure *f, struct worker_counters *n, struct sc_stats *st)
+static size_t collect(struct figure *f, struct worker_counters *n, struct sc_stats *st, bool parking)
 {
     workers_sum(n);
     sc_read_stats(st);
@@ -101,7 +101,7 @@ static size_t collect(struct figure *f, struct worker_counters *n, struct sc_sta
     f[k++] = (struct figure){ "heap_released_bytes", st->heap_released, false, false };
     f[k++] = (struct figure){ "rss_bytes", rss_bytes(), false, false };
     f[k++] = (struct figure){ "libc_heap_bytes", libc_heap_bytes(), false, false };
-    f[k++] = (struct figure){ "parking", cfg.parking, true, false };
+    f[k++] = (struct figure){ "parking", parking, true, false };
     f[k++] = (struct figure){ "conns_total", n->conns_total, false, true };
     f[k++] = (struct figure){ "streams_total", n->streams_total, false, true };
     f[k++] = (struct figure){ "parks_total", n->parks_total, false, true };
@@ -115,7 +115,7 @@ static void stats(struct request *r)
     struct figure f[24];
     struct worker_counters n;
     struct sc_stats st;
-    size_t k = collect(f, &n, &st);
+    size_t k = collect(f, &n, &st, req_config(r)->parking);
     struct buf b = { 0 };
     char item[128];
     buf_append(&b, "{", 1);
@@ -181,7 +181,7 @@ static void metrics(struct request *r)
     struct figure f[24];
     struct worker_counters n;
     struct sc_stats st;
-    collect(f, &n, &st);
+    collect(f, &n, &st, req_config(r)->parking);
     struct request_metrics m;
     metrics_sum(&m);
     struct sc_config sc;
@@ -239,7 +239,8 @@ static void metrics(struct request *r)
     metric(&b, "h2park_heap_released_bytes", "gauge", "Idle heap pages given back to the OS.", (double)st.heap_released);
     metric(&b, "h2park_libc_heap_bytes", "gauge", "Bytes glibc's own allocator holds (0: everything is on the heap).",
            (double)libc_heap_bytes());
-    metric(&b, "h2park_parking_enabled", "gauge", "1 if idle serve loops park (http2serveparking).", cfg.parking);
+    metric(&b, "h2park_parking_enabled", "gauge", "1 if idle serve loops park (http2serveparking).",
+           req_config(r)->parking);
     metric(&b, "h2park_workers", "gauge", "Worker threads.", (double)nworkers);
     family(&b, "h2park_build_info", "gauge", "How this h2park was built; the value is always 1.");
     snprintf(labels, sizeof labels, "{version=\"%s\",allocator=\"scalloc\",size_specialized=\"%s\",coroutines=\"%s\"}",
@@ -262,7 +263,7 @@ static void metrics(struct request *r)
 void stats_init(void) { started_at = time(NULL); }
 
 const struct route stats_routes[] = {
-    { "/-/stats", M_GET | M_HEAD, stats, false },
-    { "/metrics", M_GET | M_HEAD, metrics, false },
-    { NULL, 0, NULL, false },
+    { "stats", "/-/stats", M_GET | M_HEAD, stats, false },
+    { "metrics", "/metrics", M_GET | M_HEAD, metrics, false },
+    { NULL, NULL, 0, NULL, false },
 };

@@ -37,14 +37,14 @@ static ev_tstamp next_deadline(const struct conn *c, int *kind)
     ev_tstamp best = 0;
     *kind = TIMEOUT_NONE;
     if (c->head_due) {
-        best = c->since + cfg.preface_timeout;
+        best = c->since + c->w->cfg->preface_timeout;
         *kind = TIMEOUT_HEAD;
-    } else if (c->open_requests == 0 && !c->live_handlers && cfg.idle_timeout > 0) {
-        best = c->since + cfg.idle_timeout;
+    } else if (c->open_requests == 0 && !c->live_handlers && c->w->cfg->idle_timeout > 0) {
+        best = c->since + c->w->cfg->idle_timeout;
         *kind = TIMEOUT_IDLE;
     }
     if (conn_out_pending(c) && c->write_blocked_since > 0) {
-        ev_tstamp t = c->write_blocked_since + cfg.write_timeout;
+        ev_tstamp t = c->write_blocked_since + c->w->cfg->write_timeout;
         if (!best || t < best) {
             best = t;
             *kind = TIMEOUT_WRITE;
@@ -91,7 +91,8 @@ void conn_arm_timer(struct conn *c)
     ev_timer_start(loop, &c->timer);
 }
 
-struct conn *conn_new(struct worker *w, int fd, unsigned flags, const struct sockaddr *sa, socklen_t salen)
+struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, const struct sockaddr *sa,
+                      socklen_t salen)
 {
     struct conn *c = sc_calloc(1, sizeof *c);
     if (!c)
@@ -99,14 +100,14 @@ struct conn *conn_new(struct worker *w, int fd, unsigned flags, const struct soc
     c->w = w;
     c->fd = fd;
     c->tls = flags & CONN_TLS;
-    c->listener = NO_LISTENER;
+    c->listener = (uint8_t)slot;
     /* The PROXY header, the TLS handshake and the protocol's preface or first head all
      * count against one preface_timeout from here. */
     c->since = c->last_io = ev_now(w->loop);
     c->head_due = true;
     if (salen <= sizeof c->peer)
         memcpy(&c->peer, sa, salen);
-    if (c->tls && !(c->ssl = tls_new_ssl(fd))) {
+    if (c->tls && !(c->ssl = tls_new_ssl(w->cfg, slot, fd))) {
         sc_free(c);
         return NULL;
     }

@@ -14,9 +14,10 @@
  *   which main sets, so the core names none.
  * - Requests (request.c) belong to their connection; their handlers run in coroutines
  *   of their own, resumed only by the serve loop (conn_run_handlers).
- * - The configuration a worker reads (cfg) is its own copy, replaced only between two
- *   events of its loop (worker.c), so a serve step or a handler's turn sees one
- *   configuration throughout. */
+ * - The configuration a worker reads (w->cfg) is the tree it holds a reference to,
+ *   replaced only between two events of its loop (worker.c), so a serve step or a
+ *   handler's turn sees one configuration throughout; a request keeps the tree it
+ *   began under (worker_hold_config) until it is released. */
 #ifndef H2PARK_CONN_H
 #define H2PARK_CONN_H
 
@@ -94,8 +95,18 @@ struct worker_listener {
 };
 #define NO_LISTENER 0xff           /* conn->listener of a connection being drained */
 
+/* A worker's count of the requests that began under one configuration. */
+struct config_hold {
+    struct config *cfg;
+    long inflight;
+    struct config_hold *next;      /* in w->retired */
+};
+
 struct worker {
     int id;
+    const struct config *cfg;      /* the configuration this worker runs (w->hold->cfg) */
+    struct config_hold *hold;
+    struct config_hold *retired;   /* earlier ones, until their last request ends */
     pthread_t thread;
     struct ev_loop *loop;
     struct worker_listener lis[MAX_LISTEN];
@@ -130,7 +141,12 @@ int workers_create(int n);
  * or stopped. */
 int workers_start(struct ev_loop *main_loop, void (*notify)(void));
 /* Hands c and the listener table to every worker; returns its generation. */
-unsigned workers_publish(const struct config *c);
+unsigned workers_publish(struct config *c);
+/* The worker runs c from now on (adopt; the fuzzers' harness sets its one this way). */
+int worker_use_config(struct worker *w, struct config *c);
+/* A request begins under the worker's configuration: counted until released. */
+struct config_hold *worker_hold_config(struct worker *w);
+void worker_release_config(struct worker *w, struct config_hold *h);
 bool workers_all_applied(unsigned gen);
 bool workers_all_exited(void);
 int worker_init_loop(struct worker *w);
@@ -141,8 +157,10 @@ void workers_join(void);
 /* listen.c: the main thread's side of the listening sockets. */
 int listen_inherit(char *err, size_t errlen);          /* LISTEN_FDS from systemd */
 int listen_inherited_unused(char *err, size_t errlen); /* -1 if one matches no listen line */
-/* Opens what next adds to the table into plan (check_only: probes and keeps nothing). */
-int listeners_prepare(const struct config *next, struct listener *plan, bool check_only, char *err, size_t errlen);
+/* Opens what next adds to the table into plan, and says which of next's listen
+ * addresses each slot serves (check_only: probes and keeps nothing). */
+int listeners_prepare(const struct config *next, struct listener *plan, int8_t *listen_of_slot, bool check_only,
+                      char *err, size_t errlen);
 void listeners_abort(struct listener *plan);
 void listeners_commit(const struct listener *plan);
 void worker_conn_opened(void);
@@ -208,8 +226,10 @@ struct conn {
 };
 
 enum { CONN_TLS = 1, CONN_PROXY_PROTOCOL = 2 };
-/* A connection accepted on fd; flags: CONN_TLS, CONN_PROXY_PROTOCOL. */
-struct conn *conn_new(struct worker *w, int fd, unsigned flags, const struct sockaddr *sa, socklen_t salen);
+/* A connection accepted on fd from the worker's listener slot (or NO_LISTENER); flags:
+ * CONN_TLS, CONN_PROXY_PROTOCOL. */
+struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, const struct sockaddr *sa,
+                      socklen_t salen);
 void conn_set_state(struct conn *c, enum conn_state to);
 void conn_begin(struct conn *c);           /* the stage after the PROXY header */
 /* The peer as "addr:port", for logs (formatted per call into a per-thread buffer). */
@@ -275,13 +295,21 @@ void *serve_main(void *arg);
 int proxy_parse(const uint8_t *p, size_t len, struct sockaddr_storage *client);
 int proxy_stage(struct conn *c);
 
-/* tls.c: a TLS context for a configuration, built before it is applied. */
-int tls_prepare(const struct config *c, SSL_CTX **out, char *err, size_t errlen);
-void tls_commit(SSL_CTX *ctx);                 /* NULL: keep the current one */
-void tls_discard(SSL_CTX *ctx);
-SSL *tls_new_ssl(int fd);
+/* tls.c: the TLS contexts of a configuration - one per set of certificates, and one per
+ * TLS listener that its handshakes start with (its default site's certificate, and the
+ * SNI switch to the others) - made before it is applied and freed with it. */
+int tls_prepare(struct config *c, struct config_errors *e);
+/* A connection on listener slot of c's; NULL if there is no context for it. */
+SSL *tls_new_ssl(const struct config *c, unsigned slot, int fd);
 bool tls_cipher_adequate(SSL *ssl);
-/* selfsigned.c: a certificate and key made in memory for c's TLS listeners. */
+/* The name the client asked for (SNI), or NULL. */
+const char *tls_server_name(SSL *ssl);
+/* Whether the certificate this connection presented is valid for host (a name or an
+ * IP address): the condition under which a client may reuse it for host (RFC 9110
+ * 4.3.4, RFC 9113 9.1.1). */
+bool tls_certificate_covers(SSL *ssl, const char *host, size_t len);
+/* selfsigned.c: a certificate and key made in memory for c's TLS listeners and the
+ * names of its sites that have no certificate. */
 int selfsigned_use(SSL_CTX *ctx, const struct config *c, char *err, size_t errlen);
 
 extern _Atomic int shutting_down;

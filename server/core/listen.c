@@ -181,7 +181,7 @@ static int probe(const struct listen_addr *a, char *err, size_t errlen)
     int fd = make_socket(a, false);
     if (fd < 0) {
         int e = errno;
-        snprintf(err, errlen, "listen %s: %s%s", a->text, strerror(e),
+        snprintf(err, errlen, "%s: listen %s: %s%s", a->from ? a->from : "listen", a->text, strerror(e),
                  e == EADDRINUSE ? " (another process listens there)" : "");
         errno = e;
         return -1;
@@ -194,7 +194,7 @@ static int bound_socket(const struct listen_addr *a, char *err, size_t errlen)
 {
     int fd = make_socket(a, true);
     if (fd < 0 || listen(fd, 4096)) {
-        snprintf(err, errlen, "listen %s: %s", a->text, strerror(errno));
+        snprintf(err, errlen, "%s: listen %s: %s", a->from ? a->from : "listen", a->text, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -277,9 +277,12 @@ static int check_listener(const struct listen_addr *a, char *err, size_t errlen)
     return 0;
 }
 
-int listeners_prepare(const struct config *next, struct listener *plan, bool check_only, char *err, size_t errlen)
+int listeners_prepare(const struct config *next, struct listener *plan, int8_t *listen_of_slot, bool check_only,
+                      char *err, size_t errlen)
 {
     memset(plan, 0, sizeof *plan * MAX_LISTEN);
+    for (int s = 0; s < MAX_LISTEN; s++)
+        listen_of_slot[s] = -1;
     bool placed[MAX_LISTEN] = { false };
     /* Addresses the table has keep their slot (and sockets), with this configuration's
      * options; they are placed first, so a new address never takes a slot one of them
@@ -302,6 +305,7 @@ int listeners_prepare(const struct config *next, struct listener *plan, bool che
                 plan[s].a = *a;
                 plan[s].fresh = false;
                 placed[i] = true;
+                listen_of_slot[s] = (int8_t)i;
             }
     }
     for (int i = 0; i < next->nlisten && !check_only; i++) {
@@ -315,6 +319,7 @@ int listeners_prepare(const struct config *next, struct listener *plan, bool che
             if (!plan[s].serial)
                 slot = s;
         plan[slot] = (struct listener){ .serial = ++last_serial, .a = next->listen[i] };
+        listen_of_slot[slot] = (int8_t)i;
         if (open_listener(&plan[slot], err, errlen))
             goto fail;
     }

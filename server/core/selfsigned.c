@@ -1,7 +1,8 @@
 /* A self-signed certificate for TLS listeners that have no cert and key, so h2park
  * serves TLS with no setup at all (as Caddy does for local sites): an ECDSA P-256 key
- * and a certificate for localhost, 127.0.0.1, ::1 and every address a TLS listener
- * names, valid for a year, made by OpenSSL in memory and never written anywhere.
+ * and a certificate for localhost, 127.0.0.1, ::1, every address a TLS listener names
+ * and every name of a site without a certificate, valid for a year, made by OpenSSL in
+ * memory and never written anywhere.
  *
  * Clients will not trust it, so every use says so in the log.  The pair is kept for the
  * life of the process and made again only when the names it must carry change, so a
@@ -21,15 +22,26 @@
 
 static EVP_PKEY *key;
 static X509 *cert;
-static char cert_names[1200];      /* the subjectAltName it was made for */
+static char cert_names[4096];      /* the subjectAltName it was made for */
 
-/* subjectAltName: the loopback names, then each TLS listener's own address. */
+static void add_alt(char *out, size_t cap, const char *kind, const char *name)
+{
+    char item[300], all[sizeof cert_names + 2];
+    snprintf(item, sizeof item, ",%s:%s,", kind, name);
+    snprintf(all, sizeof all, ",%s,", out);
+    size_t l = strlen(out);
+    if (!strstr(all, item) && l + strlen(item) < cap)
+        snprintf(out + l, cap - l, ",%s:%s", kind, name);
+}
+
+/* subjectAltName: the loopback names, each TLS listener's own address, and the names of
+ * the sites that have no certificate of their own. */
 static void alt_names(const struct config *c, char *out, size_t cap)
 {
     snprintf(out, cap, "DNS:localhost,IP:127.0.0.1,IP:::1");
     for (int i = 0; i < c->nlisten; i++) {
         const struct listen_addr *a = &c->listen[i];
-        char host[INET6_ADDRSTRLEN], item[INET6_ADDRSTRLEN + 8], all[1300];
+        char host[INET6_ADDRSTRLEN];
         if (!a->tls || a->dual)
             continue;
         if (a->addr.ss_family == AF_INET)
@@ -38,11 +50,25 @@ static void alt_names(const struct config *c, char *out, size_t cap)
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->addr)->sin6_addr, host, sizeof host);
         if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
             continue;
-        snprintf(item, sizeof item, ",IP:%s,", host);
-        snprintf(all, sizeof all, ",%s,", out);
-        size_t l = strlen(out);
-        if (!strstr(all, item) && l + strlen(item) < cap)
-            snprintf(out + l, cap - l, ",IP:%s", host);
+        add_alt(out, cap, "IP", host);
+    }
+    for (uint32_t i = 0; i < c->nsites; i++) {
+        const struct site *s = &c->sites[i];
+        if (s->tls < 0 || c->tls[s->tls].npairs)
+            continue;
+        for (uint16_t k = 0; k < s->nnames; k++) {
+            const char *n = s->names[k];
+            char ip[64];
+            if (!strcmp(n, "*"))
+                continue;
+            if (n[0] == '[' && strlen(n) < sizeof ip) {
+                snprintf(ip, sizeof ip, "%.*s", (int)strlen(n) - 2, n + 1);
+                add_alt(out, cap, "IP", ip);
+            } else {
+                struct in_addr a4;
+                add_alt(out, cap, inet_pton(AF_INET, n, &a4) == 1 ? "IP" : "DNS", n);
+            }
+        }
     }
 }
 

@@ -68,7 +68,7 @@ static bool handle_timeout(struct conn *c)
     c->close_reason = kind == TIMEOUT_IDLE ? CLOSED_IDLE : CLOSED_TIMEOUT;
     switch (kind) {
     case TIMEOUT_WRITE:
-        log_msg(LOG_DEBUG, "%s: peer stopped reading for %.0fs, closing", conn_peer(c), cfg.write_timeout);
+        log_msg(LOG_DEBUG, "%s: peer stopped reading for %.0fs, closing", conn_peer(c), c->w->cfg->write_timeout);
         return true;
     case TIMEOUT_FORCE:
         return true;
@@ -98,7 +98,7 @@ static bool heard_and_open(const struct conn *c) { return c->state == CONN_OPEN 
 
 static void shutdown_grace(struct conn *c)
 {
-    ev_tstamp due = ev_now(c->w->loop) + SHUTDOWN_GRACE - cfg.preface_timeout;
+    ev_tstamp due = ev_now(c->w->loop) + SHUTDOWN_GRACE - c->w->cfg->preface_timeout;
     if (!heard_and_open(c) && (c->since > due || !c->head_due)) {
         c->since = due;
         c->head_due = true;

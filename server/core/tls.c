@@ -1,23 +1,33 @@
-/* TLS: one shared SSL_CTX with ALPN (h2, http/1.1), built for a configuration before it
- * is applied (tls_prepare) and swapped in whole when it is (tls_commit), so a reload
- * with a bad certificate keeps the old context and the connections see no gap.  With
- * neither cert nor key configured, the context gets a self-signed certificate made in
- * memory (selfsigned.c).
+/* TLS: the contexts of a configuration, and choosing one by SNI.
+ *
+ * A configuration gets one SSL_CTX per set of certificates its sites use (sites that
+ * name the same files share it; a site with none gets the self-signed certificate of
+ * selfsigned.c), each with every certificate of its set - an ECDSA and an RSA one for
+ * the same names both load, and OpenSSL offers the one the client's signature
+ * algorithms take - and one SSL_CTX per TLS listener that holds no certificate at all:
+ * its handshakes start there, and its server-name callback, which OpenSSL runs for
+ * every ClientHello (with SNI or without), moves each one to the context of the site
+ * the name belongs to on that listener, or of the listener's default site.  So the
+ * listener's context can only ever finish a handshake with a site's certificate.
+ *
+ * All of them are made before a configuration is applied (tls_prepare) and freed with
+ * it, so a reload with a bad certificate keeps the old contexts and the connections
+ * see no gap; each SSL holds references to the contexts it used, so a context outlives
+ * its configuration while a connection still needs it.  Every problem with a
+ * certificate or key is reported with the config lines that named them.
  *
  * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), no session
  * tickets are sent and no session cache is kept, so an idle TLS connection holds only
- * its SSL object.  Each SSL takes a reference on the SSL_CTX it was made from, so a
- * reload frees the old context when its last connection closes. */
+ * its SSL object. */
+#include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <pthread.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/conn.h"
-
-static SSL_CTX *current_ctx;
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "scalloc.h"
 
 /* h2 if the client offers it, else http/1.1; a client that offers neither (only other
  * protocols) gets the no_application_protocol alert.  One that offers no ALPN at all
@@ -44,28 +54,23 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_ALERT_FATAL;    /* OpenSSL sends no_application_protocol */
 }
 
-static void ssl_error_text(char *err, size_t errlen, const char *what, const char *path)
+static const char *ssl_reason(void)
 {
+    static __thread char reason[256];
     unsigned long e = ERR_get_error();
-    char reason[256] = "unknown error";
+    snprintf(reason, sizeof reason, "unknown error");
     if (e)
         ERR_error_string_n(e, reason, sizeof reason);
     ERR_clear_error();
-    snprintf(err, errlen, "%s %s: %s", what, path, reason);
+    return reason;
 }
 
-static SSL_CTX *make_ctx(const struct config *c, char *err, size_t errlen)
+/* A context with h2park's settings and no certificate. */
+static SSL_CTX *base_ctx(void)
 {
-    if (!c->cert[0] != !c->key[0]) {
-        snprintf(err, errlen, "%s is set but %s is not: give both, or neither for a self-signed certificate",
-                 c->cert[0] ? "cert" : "key", c->cert[0] ? "key" : "cert");
-        return NULL;
-    }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) {
-        ssl_error_text(err, errlen, "cannot create TLS context", "");
+    if (!ctx)
         return NULL;
-    }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
                                  SSL_OP_NO_TICKET);
@@ -79,58 +84,178 @@ static SSL_CTX *make_ctx(const struct config *c, char *err, size_t errlen)
      * four extra rounds made a 1 MiB response over TLS cost about 40% more CPU. */
     SSL_CTX_set_cipher_list(ctx, "ECDHE+AESGCM+AES128:ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:HIGH:!aNULL:!MD5");
     SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
-    if (!c->cert[0]) {
-        if (selfsigned_use(ctx, c, err, errlen)) {
-            SSL_CTX_free(ctx);
-            return NULL;
-        }
-    } else if (SSL_CTX_use_certificate_chain_file(ctx, c->cert) != 1) {
-        ssl_error_text(err, errlen, "cannot load certificate", c->cert);
-        SSL_CTX_free(ctx);
-        return NULL;
-    } else if (SSL_CTX_use_PrivateKey_file(ctx, c->key, SSL_FILETYPE_PEM) != 1) {
-        ssl_error_text(err, errlen, "cannot load key", c->key);
-        SSL_CTX_free(ctx);
-        return NULL;
-    } else if (SSL_CTX_check_private_key(ctx) != 1) {
-        ssl_error_text(err, errlen, "key does not match certificate", c->cert);
-        SSL_CTX_free(ctx);
-        return NULL;
-    }
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
     return ctx;
 }
 
-int tls_prepare(const struct config *c, SSL_CTX **out, char *err, size_t errlen)
+static const char *key_kind(X509 *x)
 {
-    *out = NULL;
-    bool any_tls = false;
-    for (int i = 0; i < c->nlisten; i++)
-        any_tls |= c->listen[i].tls;
-    if (!any_tls)
-        return 0;
-    *out = make_ctx(c, err, errlen);
-    return *out ? 0 : -1;
+    EVP_PKEY *k = X509_get0_pubkey(x);
+    switch (k ? EVP_PKEY_get_base_id(k) : 0) {
+    case EVP_PKEY_RSA: case EVP_PKEY_RSA_PSS: return "RSA";
+    case EVP_PKEY_EC: return "ECDSA";
+    case EVP_PKEY_ED25519: return "Ed25519";
+    case EVP_PKEY_ED448: return "Ed448";
+    default: return "other";
+    }
 }
 
-void tls_commit(SSL_CTX *ctx)
+/* Loads one pair into ctx; kinds[] are the key kinds loaded so far (OpenSSL keeps one
+ * certificate per kind: a second of the same kind would replace the first unsaid). */
+static int load_pair(SSL_CTX *ctx, const struct tls_pair *p, const char **kinds, const char **kind_from, int i,
+                     struct config_errors *e)
 {
-    if (!ctx)
-        return;
-    pthread_mutex_lock(&ctx_lock);
-    SSL_CTX *old = current_ctx;
-    current_ctx = ctx;
-    pthread_mutex_unlock(&ctx_lock);
-    SSL_CTX_free(old);       /* each SSL holds a reference: freed with the last of them */
+    if (SSL_CTX_use_certificate_chain_file(ctx, p->cert) != 1) {
+        config_error(e, "%s: cannot load certificate %s: %s", p->cert_from, p->cert, ssl_reason());
+        return -1;
+    }
+    const char *kind = key_kind(SSL_CTX_get0_certificate(ctx));
+    for (int j = 0; j < i; j++)
+        if (!strcmp(kinds[j], kind)) {
+            config_error(e, "%s: a second %s certificate for the same sites (the first is at %s): give one per key "
+                         "type (an RSA and an ECDSA one, say)", p->cert_from, kind, kind_from[j]);
+            return -1;
+        }
+    kinds[i] = kind;
+    kind_from[i] = p->cert_from;
+    if (SSL_CTX_use_PrivateKey_file(ctx, p->key, SSL_FILETYPE_PEM) != 1) {
+        const char *why = ssl_reason();
+        if (strstr(why, "values mismatch") || strstr(why, "KEY_VALUES_MISMATCH"))
+            config_error(e, "%s: key %s does not match the certificate %s (%s): %s", p->key_from, p->key, p->cert,
+                         p->cert_from, why);
+        else
+            config_error(e, "%s: cannot load key %s: %s", p->key_from, p->key, why);
+        return -1;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        config_error(e, "%s: key %s does not match the certificate %s (%s): %s", p->key_from, p->key, p->cert,
+                     p->cert_from, ssl_reason());
+        return -1;
+    }
+    return 0;
 }
 
-void tls_discard(SSL_CTX *ctx) { SSL_CTX_free(ctx); }
+static void free_ctx(void *ctx) { SSL_CTX_free(ctx); }
 
-SSL *tls_new_ssl(int fd)
+/* Is x valid for host (a normalized name, an IPv4 address, or an IPv6 one in brackets)? */
+static bool cert_covers(X509 *x, const char *host, size_t len)
 {
-    pthread_mutex_lock(&ctx_lock);
-    SSL *ssl = current_ctx ? SSL_new(current_ctx) : NULL;
-    pthread_mutex_unlock(&ctx_lock);
+    char name[256];
+    if (!x || !len || len >= sizeof name)
+        return false;
+    memcpy(name, host, len);
+    name[len] = 0;
+    if (name[0] == '[') {
+        if (len < 3 || name[len - 1] != ']')
+            return false;
+        name[len - 1] = 0;
+        return X509_check_ip_asc(x, name + 1, 0) == 1;
+    }
+    struct in_addr a4;
+    if (inet_pton(AF_INET, name, &a4) == 1)
+        return X509_check_ip_asc(x, name, 0) == 1;
+    return X509_check_host(x, name, len, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS, NULL) == 1;
+}
+
+/* Says so when a site's certificates cover none of a name it answers for: clients will
+ * refuse it (or, over HTTP/2, ask for it on a connection and get 421). */
+static void warn_uncovered(const struct config *c, const struct site *s, SSL_CTX *ctx)
+{
+    for (uint16_t k = 0; k < s->nnames; k++) {
+        const char *name = s->names[k];
+        if (!strcmp(name, "*"))
+            continue;
+        bool covered = false;
+        for (int r = SSL_CTX_set_current_cert(ctx, SSL_CERT_SET_FIRST); r == 1 && !covered;
+             r = SSL_CTX_set_current_cert(ctx, SSL_CERT_SET_NEXT)) {
+            char probe[300];
+            /* a wildcard name: is some name under it covered? */
+            snprintf(probe, sizeof probe, "%s%s", name[0] == '*' ? "h2park-probe" : "", name + (name[0] == '*'));
+            covered = cert_covers(SSL_CTX_get0_certificate(ctx), probe, strlen(probe));
+        }
+        if (!covered)
+            log_msg(LOG_WARN, "%s: no certificate of this site covers %s", s->from, name);
+    }
+    (void)c;
+}
+
+struct listen_sni {
+    const struct config *c;
+    const struct site_table *t;
+};
+
+/* Every ClientHello: the site its name belongs to on this listener, else the default. */
+static int on_server_name(SSL *ssl, int *alert, void *arg)
+{
+    (void)alert;
+    const struct listen_sni *l = arg;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    char host[256];
+    int n = name ? host_normalize(name, host, sizeof host) : 0;
+    const struct site *s = n > 0 ? site_for_host(l->t, host, (size_t)n) : l->t->dflt;
+    if (!s || s->tls < 0)
+        s = l->t->dflt;
+    if (!s || s->tls < 0 || !SSL_set_SSL_CTX(ssl, l->c->tls[s->tls].ctx)) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+int tls_prepare(struct config *c, struct config_errors *e)
+{
+    int before = e->count;
+    for (uint32_t t = 0; t < c->ntls; t++) {
+        struct tls_identity *id = &c->tls[t];
+        SSL_CTX *ctx = base_ctx();
+        if (!ctx || config_on_free(c, free_ctx, ctx)) {
+            SSL_CTX_free(ctx);
+            config_error(e, "cannot create a TLS context: %s", ssl_reason());
+            continue;
+        }
+        const char *kinds[256], *kind_from[256];
+        bool ok = true;
+        for (int i = 0; i < id->npairs && ok; i++)
+            ok = !load_pair(ctx, &id->pairs[i], kinds, kind_from, i, e);
+        char err[512];
+        if (!id->npairs && selfsigned_use(ctx, c, err, sizeof err)) {
+            config_error(e, "%s", err);
+            ok = false;
+        }
+        if (ok)
+            id->ctx = ctx;
+    }
+    for (uint32_t i = 0; i < c->nsites && e->count == before; i++)
+        if (c->sites[i].tls >= 0 && c->tls[c->sites[i].tls].npairs)
+            warn_uncovered(c, &c->sites[i], c->tls[c->sites[i].tls].ctx);
+    for (int i = 0; i < c->nlisten; i++) {
+        if (!c->listen[i].tls)
+            continue;
+        SSL_CTX *ctx = base_ctx();
+        if (!ctx || config_on_free(c, free_ctx, ctx)) {
+            SSL_CTX_free(ctx);
+            config_error(e, "cannot create a TLS context: %s", ssl_reason());
+            continue;
+        }
+        struct listen_sni *l = sc_calloc(1, sizeof *l);
+        if (!l || config_on_free(c, sc_free, l)) {
+            sc_free(l);
+            config_error(e, "out of memory");
+            continue;
+        }
+        *l = (struct listen_sni){ c, &c->listen_sites[i] };
+        SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
+        SSL_CTX_set_tlsext_servername_arg(ctx, l);
+        c->listen_ctx[i] = ctx;
+    }
+    return e->count > before ? -1 : 0;
+}
+
+SSL *tls_new_ssl(const struct config *c, unsigned slot, int fd)
+{
+    int idx = slot < MAX_LISTEN ? c->listen_of_slot[slot] : -1;
+    SSL_CTX *ctx = idx >= 0 ? c->listen_ctx[idx] : NULL;
+    SSL *ssl = ctx ? SSL_new(ctx) : NULL;
     if (ssl && tls_attach_socket(ssl, fd)) {
         SSL_free(ssl);
         return NULL;
@@ -138,6 +263,13 @@ SSL *tls_new_ssl(int fd)
     if (ssl)
         SSL_set_accept_state(ssl);
     return ssl;
+}
+
+const char *tls_server_name(SSL *ssl) { return SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name); }
+
+bool tls_certificate_covers(SSL *ssl, const char *host, size_t len)
+{
+    return cert_covers(SSL_get_certificate(ssl), host, len);
 }
 
 /* RFC 9113 section 9.2: TLS 1.2 or later, and for TLS 1.2 an ephemeral key exchange

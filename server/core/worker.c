@@ -1,14 +1,20 @@
 /* Worker threads: each owns a libev loop, its side of every listening socket (listen.c),
  * and the connections it accepted.
  *
- * Configuration: the main thread publishes a checked configuration with the listener
- * table (workers_publish, under a lock) and wakes every worker through its ev_async;
- * the worker copies both into its own cfg and slots between two events (adopt), opens
- * the listeners that are new, closes its socket of those that went away and drains the
- * connections it accepted there (GOAWAY, or a close between requests), re-aims its
- * timers, and tells the main thread which generation it now runs.  The main thread
- * publishes no new generation until every worker has taken the last one (main.c), so
- * the sockets and arrays a generation names stay valid until it is taken.
+ * Configuration: the main thread publishes a checked configuration tree with the
+ * listener table (workers_publish, under a lock) and wakes every worker through its
+ * ev_async; the worker takes a reference to the tree and copies the table between two
+ * events (adopt), opens the listeners that are new, closes its socket of those that
+ * went away and drains the connections it accepted there (GOAWAY, or a close between
+ * requests), re-aims its timers, and tells the main thread which generation it now
+ * runs.  The main thread publishes no new generation until every worker has taken the
+ * last one (main.c), so the sockets and arrays a generation names stay valid until it
+ * is taken.
+ *
+ * Requests hold the tree they began under (worker_hold_config): each generation a
+ * worker has run has a hold that counts its requests, touched by that worker alone, so
+ * a request pays an increment and a decrement and no atomic.  A hold the worker has
+ * moved on from lets go of its tree when its last request ends.
  *
  * Accepting pauses when max_conns is reached and when accept fails for lack of file
  * descriptors; a short timer resumes it, so neither case spins the loop.  Shutdown
@@ -40,9 +46,9 @@ _Atomic int shutting_down;
 int nworkers;
 static _Atomic long live_conns;
 
-/* What the main thread published last. */
+/* What the main thread published last (one reference of its own). */
 static pthread_mutex_t published_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct config published;
+static struct config *published;
 static struct listener published_listeners[MAX_LISTEN];
 static unsigned published_gen;
 
@@ -90,7 +96,7 @@ static void on_accept_pause(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct worker *w = t->data;
-    if (w->shutting_down || atomic_load(&live_conns) >= config_max_conns(&cfg))
+    if (w->shutting_down || atomic_load(&live_conns) >= config_max_conns(w->cfg))
         return;
     ev_timer_stop(loop, t);
     set_accepting(w, true);
@@ -169,7 +175,7 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
     (void)loop, (void)revents;
     struct worker *w = io->data;
     struct worker_listener *wl = &w->lis[(size_t)((char *)io - (char *)w->lis) / sizeof *wl];
-    long limit = config_max_conns(&cfg);
+    long limit = config_max_conns(w->cfg);
     for (int i = 0; i < ACCEPT_BURST; i++) {
         if (atomic_load(&live_conns) >= limit) {
             pause_accepting(w);
@@ -192,13 +198,12 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         unsigned flags = (wl->tls ? CONN_TLS : 0) | (wl->proxy_protocol ? CONN_PROXY_PROTOCOL : 0);
-        struct conn *c = conn_new(w, fd, flags, (struct sockaddr *)&sa, salen);
+        struct conn *c = conn_new(w, fd, flags, (unsigned)(wl - w->lis), (struct sockaddr *)&sa, salen);
         if (!c) {
             close(fd);
             continue;
         }
-        c->listener = (uint8_t)(wl - w->lis);
-        if (!cfg.parking)
+        if (!w->cfg->parking)
             conn_wake(c);    /* parking off: every connection has a serve loop from the start */
     }
 }
@@ -216,8 +221,8 @@ static void arm_scavenge(struct worker *w)
         ev_ref(w->loop);
         ev_timer_stop(w->loop, &w->scavenge);
     }
-    if (cfg.scavenge_interval > 0) {
-        ev_timer_set(&w->scavenge, cfg.scavenge_interval, cfg.scavenge_interval);
+    if (w->cfg && w->cfg->scavenge_interval > 0) {
+        ev_timer_set(&w->scavenge, w->cfg->scavenge_interval, w->cfg->scavenge_interval);
         ev_timer_start(w->loop, &w->scavenge);
         ev_unref(w->loop);
     }
@@ -232,7 +237,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
     (void)revents;
     struct worker *w = t->data;
     ev_tstamp now = ev_now(loop);
-    if (cfg.parking)
+    if (w->cfg->parking)
         for (struct conn *c = w->conns; c; c = c->next)
             if (!c->serve && !c->trimmed && ++c->parked_ticks >= 2)   /* parked a whole tick */
                 conn_trim_idle(c);
@@ -251,22 +256,72 @@ static void close_listener(struct worker *w, int l)
     wl->serial = 0;
 }
 
+static void drop_hold(struct worker *w, struct config_hold *h)
+{
+    for (struct config_hold **p = &w->retired; *p; p = &(*p)->next)
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    config_unref(h->cfg);
+    sc_free(h);
+}
+
+struct config_hold *worker_hold_config(struct worker *w)
+{
+    w->hold->inflight++;
+    return w->hold;
+}
+
+void worker_release_config(struct worker *w, struct config_hold *h)
+{
+    if (--h->inflight == 0 && h != w->hold)
+        drop_hold(w, h);
+}
+
+int worker_use_config(struct worker *w, struct config *c)
+{
+    struct config_hold *h = sc_calloc(1, sizeof *h), *old = w->hold;
+    if (!h)
+        return -1;
+    config_ref(c);
+    h->cfg = c;
+    w->hold = h;
+    w->cfg = c;
+    if (old && old->inflight == 0) {
+        config_unref(old->cfg);
+        sc_free(old);
+    } else if (old) {
+        old->next = w->retired;     /* its requests still read it */
+        w->retired = old;
+    }
+    return 0;
+}
+
 /* Takes the configuration the main thread published last, unless this worker runs it
  * already.  Runs from the loop, between events: no serve step or handler is running. */
 static void adopt(struct worker *w)
 {
     struct listener lis[MAX_LISTEN];
-    bool was_parking = cfg.parking;
-    double was_scavenge = cfg.scavenge_interval;
+    bool was_parking = w->cfg && w->cfg->parking;
+    double was_scavenge = w->cfg ? w->cfg->scavenge_interval : 0;
+    struct config *next = NULL;
     pthread_mutex_lock(&published_lock);
     unsigned gen = published_gen;
     if (gen != w->gen) {
-        cfg = published;
+        next = published;
+        config_ref(next);           /* published may be replaced once the lock is let go */
         memcpy(lis, published_listeners, sizeof lis);
     }
     pthread_mutex_unlock(&published_lock);
     if (gen == w->gen)
         return;
+    int failed = worker_use_config(w, next);
+    config_unref(next);
+    if (failed) {
+        log_msg(LOG_ERROR, "worker %d: out of memory taking the new configuration; the old one stays", w->id);
+        return;
+    }
     bool first = w->gen == 0;
     w->gen = gen;
     for (int l = 0; l < MAX_LISTEN; l++) {
@@ -293,13 +348,13 @@ static void adopt(struct worker *w)
         wl->tls = lis[l].a.tls;
         wl->proxy_protocol = lis[l].a.proxy_protocol;
     }
-    if (first || cfg.scavenge_interval != was_scavenge)
+    if (first || w->cfg->scavenge_interval != was_scavenge)
         arm_scavenge(w);
     if (!first)
         for (struct conn *c = w->conns, *next; c; c = next) {
             next = c->next;
             conn_arm_timer(c);               /* a shorter timeout applies now */
-            if (was_parking && !cfg.parking && !c->serve)
+            if (was_parking && !w->cfg->parking && !c->serve)
                 conn_wake(c);                /* parking off: every connection gets its serve loop */
         }
     if (worker_config_hook)
@@ -344,7 +399,7 @@ static void on_notify(struct ev_loop *loop, ev_async *a, int revents)
         ev_break(loop, EVBREAK_ALL);
         return;
     }
-    ev_timer_init(&w->shutdown_deadline, on_shutdown_deadline, cfg.shutdown_timeout, 0);
+    ev_timer_init(&w->shutdown_deadline, on_shutdown_deadline, w->cfg->shutdown_timeout, 0);
     w->shutdown_deadline.data = w;
     ev_timer_start(loop, &w->shutdown_deadline);
     for (struct conn *c = w->conns, *next; c; c = next) {
@@ -416,8 +471,9 @@ int workers_start(struct ev_loop *loop, void (*notify)(void))
     ev_async_init(&main_notify, on_main_notify);
     main_notify_cb = notify;
     ev_async_start(loop, &main_notify);
-    struct coro_options co = { .stack_size = cfg.coro_stack_size * STACK_SCALE, .guard_pages = cfg.coro_guard_pages,
-                               .paint = cfg.coro_paint };
+    const struct config *c = published;
+    struct coro_options co = { .stack_size = c->coro_stack_size * STACK_SCALE, .guard_pages = c->coro_guard_pages,
+                               .paint = c->coro_paint };
     coro_configure(&co);
     for (int i = 0; i < nworkers; i++) {
         struct worker *w = &workers[i];
@@ -427,13 +483,16 @@ int workers_start(struct ev_loop *loop, void (*notify)(void))
     return 0;
 }
 
-unsigned workers_publish(const struct config *c)
+unsigned workers_publish(struct config *c)
 {
+    config_ref(c);
     pthread_mutex_lock(&published_lock);
-    published = *c;
+    struct config *old = published;
+    published = c;
     memcpy(published_listeners, listeners, sizeof published_listeners);
     unsigned gen = ++published_gen;
     pthread_mutex_unlock(&published_lock);
+    config_unref(old);
     for (int i = 0; i < nworkers; i++)
         if (workers[i].loop)
             ev_async_send(workers[i].loop, &workers[i].notify);

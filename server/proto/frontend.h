@@ -44,6 +44,9 @@ enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
 struct request {
     struct conn *c;
     const struct request_ops *ops;
+    struct config_hold *hold;             /* the configuration it began under (worker.c) */
+    const struct config *cfg;             /* ... hold->cfg */
+    const struct location *loc;           /* what the application matched it to, or NULL */
     const char *protocol;
     struct request *next, *prev;          /* in c->requests */
     struct request *next_runnable;
@@ -67,6 +70,14 @@ struct request {
     int64_t content_length;
     struct buf body;                      /* received, not yet read by the handler */
     size_t body_off;
+    uint64_t body_max, body_seen;         /* the body limit (0: none) and the bytes received */
+    bool body_over;                       /* past body_max: the rest is dropped */
+    bool client_set;                      /* a trusted proxy named the client */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } client;
     /* The response: status, fields (request_resp_field reads them), and the body's source. */
     int status;
     struct buf resp;

@@ -209,7 +209,7 @@ static void error_response(struct conn *c, int status)
         int n = snprintf(text, sizeof text,
                          "HTTP/1.1 %d %s\r\ndate: %s\r\n%scontent-type: text/plain\r\ncontent-length: %zu\r\n"
                          "connection: close\r\n\r\n%s\n",
-                         status, reason(status), http_date_now(), cfg.server_header ? "server: h2park\r\n" : "",
+                         status, reason(status), http_date_now(), c->w->cfg->server_header ? "server: h2park\r\n" : "",
                          body, reason(status));
         buf_append(&c->out, text, (size_t)n);
     }
@@ -262,7 +262,7 @@ static int add_span(llhttp_t *p, struct buf *b, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
     h->head_bytes += (uint32_t)n;
-    if (h->head_bytes > cfg.max_header_list_size)
+    if (h->head_bytes > ((struct conn *)p->data)->w->cfg->max_header_list_size)
         return fail(p, 431);
     return buf_append(b, at, n) ? fail(p, 503) : 0;
 }
@@ -295,25 +295,6 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
         return fail(p, 400);
     h->vspan_end = pos + n;
     return add_span(p, &h->value, at, n);
-}
-
-static bool list_has(const char *list, const char *token)
-{
-    size_t tl = strlen(token);
-    for (const char *s = list; *s;) {
-        while (*s == ' ' || *s == '\t' || *s == ',')
-            s++;
-        const char *e = s;
-        while (*e && *e != ',')
-            e++;
-        const char *t = e;
-        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-            t--;
-        if ((size_t)(t - s) == tl && !strncasecmp(s, token, tl))
-            return true;
-        s = e;
-    }
-    return false;
 }
 
 /* RFC 9112 section 2.3: HTTP/1.x with x above 1 is answered as HTTP/1.1 (llhttp, told to
@@ -425,8 +406,8 @@ static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
         return false;              /* h2c is for cleartext; over TLS ALPN chooses */
     const char *upgrade = req_known(&r->r, KF_UPGRADE), *connection = req_known(&r->r, KF_CONNECTION);
     const char *settings = req_known(&r->r, KF_HTTP2_SETTINGS);
-    return upgrade && connection && settings && list_has(upgrade, "h2c") && list_has(connection, "upgrade") &&
-           list_has(connection, "http2-settings");
+    return upgrade && connection && settings && http_list_has(upgrade, "h2c") && http_list_has(connection, "upgrade") &&
+           http_list_has(connection, "http2-settings");
 }
 
 /* An absolute-form target (RFC 9112 section 3.2.2), "http://authority/path?query": 1

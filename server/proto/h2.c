@@ -34,7 +34,7 @@
 #define BIG_FRAME (8u << 10)
 #define FRAMES_SHIFT 64
 #define PREFACE_LEN 24
-#define MAX_RESPONSE_HEADERS 32
+#define MAX_RESPONSE_HEADERS 64
 
 struct h2_conn {
     nghttp2_session *session;
@@ -386,9 +386,10 @@ static void count_reset(struct conn *c)
         h->rst_window = now;
         h->rst_count = 0;
     }
-    if (++h->rst_count == cfg.max_resets_per_second + 1) {
+    uint32_t limit = c->w->cfg->max_resets_per_second;
+    if (++h->rst_count == limit + 1) {
         log_msg(LOG_WARN, "%s: more than %u stream resets in a second, sending GOAWAY(ENHANCE_YOUR_CALM)",
-                conn_peer(c), cfg.max_resets_per_second);
+                conn_peer(c), limit);
         nghttp2_session_terminate_session(h->session, NGHTTP2_ENHANCE_YOUR_CALM);
     }
 }
@@ -633,7 +634,7 @@ static void init_once(void)
 }
 
 /* Made for each session from the configuration it starts under (a reload changes them). */
-static nghttp2_option *session_options(void)
+static nghttp2_option *session_options(const struct config *cfg)
 {
     nghttp2_option *o;
     if (nghttp2_option_new(&o))
@@ -643,9 +644,9 @@ static nghttp2_option *session_options(void)
     nghttp2_option_set_no_closed_streams(o, 1);
     /* Our own reset limit (max_resets_per_second) acts first; nghttp2's stays as a
      * backstop above it. */
-    nghttp2_option_set_stream_reset_rate_limit(o, 4ull * cfg.max_resets_per_second, 2ull * cfg.max_resets_per_second);
+    nghttp2_option_set_stream_reset_rate_limit(o, 4ull * cfg->max_resets_per_second, 2ull * cfg->max_resets_per_second);
     /* Every entry of the response HPACK table is memory a parked connection keeps. */
-    nghttp2_option_set_max_deflate_dynamic_table_size(o, cfg.hpack_encoder_table_size);
+    nghttp2_option_set_max_deflate_dynamic_table_size(o, cfg->hpack_encoder_table_size);
     return o;
 }
 
@@ -660,7 +661,8 @@ static int h2_start(struct conn *c)
         return -1;
     c->proto_state = h;
     nghttp2_mem mem = { h, mem_malloc, mem_free, mem_calloc, mem_realloc };   /* nghttp2 keeps a copy */
-    nghttp2_option *options = session_options();
+    const struct config *cfg = c->w->cfg;
+    nghttp2_option *options = session_options(cfg);
     int failed = !options || nghttp2_session_server_new3(&h->session, callbacks, c, options, &mem);
     nghttp2_option_del(options);
     if (failed)
@@ -669,13 +671,13 @@ static int h2_start(struct conn *c)
     h->glitch_tokens = (float)GLITCH_BURST;
     h->glitch_at = ev_now(c->w->loop);
     nghttp2_settings_entry iv[] = {
-        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg.max_concurrent_streams },
-        { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cfg.initial_window_size },
-        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg.max_header_list_size },
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->max_concurrent_streams },
+        { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cfg->initial_window_size },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, cfg->max_header_list_size },
     };
     nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
-    if (cfg.connection_window_size > 65535)
-        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg.connection_window_size);
+    if (cfg->connection_window_size > 65535)
+        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg->connection_window_size);
     if (c->ssl && !tls_cipher_adequate(c->ssl)) {
         log_msg(LOG_INFO, "%s: %s with %s is not allowed for HTTP/2, INADEQUATE_SECURITY", conn_peer(c),
                 SSL_get_version(c->ssl), SSL_get_cipher_name(c->ssl));
@@ -779,10 +781,10 @@ static bool h2_timeout(struct conn *c, int kind)
 {
     switch (kind) {
     case TIMEOUT_HEAD:
-        log_msg(LOG_DEBUG, "%s: no SETTINGS within %.0fs, closing", conn_peer(c), cfg.preface_timeout);
+        log_msg(LOG_DEBUG, "%s: no SETTINGS within %.0fs, closing", conn_peer(c), c->w->cfg->preface_timeout);
         return goaway_then_close(c, NGHTTP2_SETTINGS_TIMEOUT);
     case TIMEOUT_IDLE:
-        log_msg(LOG_DEBUG, "%s: idle for %.0fs, GOAWAY", conn_peer(c), cfg.idle_timeout);
+        log_msg(LOG_DEBUG, "%s: idle for %.0fs, GOAWAY", conn_peer(c), c->w->cfg->idle_timeout);
         return goaway_then_close(c, NGHTTP2_NO_ERROR);
     default:
         log_msg(LOG_DEBUG, "%s: no progress on any stream, GOAWAY", conn_peer(c));

@@ -57,8 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(target, data, size);
     target[size] = 0;
-    if (path_decode(target, rel, sizeof rel))
+    char decoded[2048];
+    int dl = path_decode(target, decoded, sizeof decoded);
+    if (dl < 0)
         return 0;
+    if (decoded[0] != '/' || strstr(decoded, "//") || (size_t)dl != strlen(decoded))
+        abort();                    /* one leading slash, runs merged */
+    snprintf(rel, sizeof rel, "%s", decoded + 1);
     size_t n = strlen(rel);
     for (size_t i = 0; i <= n; i++) {
         size_t j = i;

@@ -39,42 +39,76 @@ static void write_file(const char *dir, const char *name, size_t size)
         fclose(f);
 }
 
+/* The daemon's configuration: the embedded default, then sites and locations that route
+ * every kind of answer - returns with variables, access rules, a listing, a fallback, a
+ * body limit, error pages, a redirect to https, clients named by a proxy's header - so
+ * that the fuzzers' requests reach them by Host and path. */
+static const char site_conf[] =
+    "log_level = error\n"
+    "body_timeout = 50ms\n"
+    "write_timeout = 50ms\n"
+    "real_ip_from = 0.0.0.0/8\n"
+    "header = X-Fuzz: 1\n"
+    "site a.test *.b.test {\n"
+    "    error_page = 404 /index.html\n"
+    "    location /r {\n        return = 301 https://$host$request_uri\n    }\n"
+    "    location /t/ {\n        return = 200 \"$scheme $host $uri $args$is_args $remote_addr $server_port\"\n    }\n"
+    "    location /deny/ {\n        deny = all\n    }\n"
+    "    location /list/ {\n        alias = @ROOT@/\n        directory_listing = on\n        dotfiles = allow\n    }\n"
+    "    location /spa/ {\n        alias = @ROOT@/sub/\n        fallback = /index.html\n    }\n"
+    "    location /up/ {\n        max_body_size = 10\n        handler = echo\n    }\n"
+    "    location = /f {\n        alias = @ROOT@/index.html\n    }\n"
+    "}\n"
+    "site redirect.test {\n    https_redirect = on\n}\n"
+    "site * {\n    root = @ROOT@\n}\n";
+
 void fuzz_daemon_init(void)
 {
     static int done;
     if (done++)
         return;
     mem_install_hooks();
-    char err[1024];
-    config_defaults(&cfg);
-    if (config_parse(&cfg, default_conf_text, default_conf_size, CONFIG_BUILTIN, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        abort();
-    }
-    cfg.log_level = LOG_ERROR;
-    cfg.body_timeout = cfg.write_timeout = 0.05;
     char root[] = "/tmp/h2park-fuzz-XXXXXX";
     if (!mkdtemp(root))
         abort();
     write_file(root, "index.html", 40);
     write_file(root, "big.bin", 100000);
+    write_file(root, ".hidden", 10);
     char sub[1100];
     snprintf(sub, sizeof sub, "%s/sub", root);
     mkdir(sub, 0755);
     write_file(sub, "index.html", 10);
-    snprintf(cfg.root, sizeof cfg.root, "%s", root);
+    char text[4096] = "";
+    for (const char *p = site_conf; *p;) {
+        const char *at = strstr(p, "@ROOT@");
+        size_t n = at ? (size_t)(at - p) : strlen(p);
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%.*s%s", (int)n, p, at ? root : "");
+        p += n + (at ? 6 : 0);
+    }
+    app_register_routes();
+    static struct config_errors e;
+    struct config *c = config_new();
+    config_parse(c, default_conf_text, default_conf_size, CONFIG_BUILTIN, &e);
+    config_parse(c, text, strlen(text), "fuzz-site.conf", &e);
+    config_finish(c, &e);
+    if (e.count || static_open_roots(c, &e)) {
+        fprintf(stderr, "%s", e.text);
+        abort();
+    }
+    log_set_level(c->log_level);
     app_init();
     if (access_log_open(""))
         abort();
     conn_protocols.cleartext = &detect_proto;
     /* The fuzzers run under ASan, whose frames are larger: twice the default stack, as
      * the daemon's sanitizer builds take (core/worker.c). */
-    struct coro_options co = { .stack_size = 2 * cfg.coro_stack_size };
+    struct coro_options co = { .stack_size = 2 * c->coro_stack_size };
     coro_configure(&co);
     workers = &worker;
     nworkers = 1;
-    if (worker_init_loop(&worker))
+    if (worker_use_config(&worker, c) || worker_init_loop(&worker))
         abort();
+    config_unref(c);               /* the worker holds it */
 }
 
 static void drain(int fd)
@@ -95,7 +129,7 @@ void fuzz_connection_flags(const uint8_t *data, size_t size, bool half_close, un
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
         abort();
     struct sockaddr_in peer = { .sin_family = AF_INET, .sin_port = htons(1) };
-    struct conn *c = conn_new(&worker, sv[0], flags, (struct sockaddr *)&peer, sizeof peer);
+    struct conn *c = conn_new(&worker, sv[0], flags, NO_LISTENER, (struct sockaddr *)&peer, sizeof peer);
     if (!c)
         abort();
     size_t off = 0;

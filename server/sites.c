@@ -1,0 +1,118 @@
+/* Finding a request's site and location in a configuration tree (config.h).
+ *
+ * The host is taken from :authority or Host, checked against RFC 3986's reg-name and
+ * IP-literal grammar (anything else is a 400: a host with a slash, a NUL or a space
+ * never reaches a site), lowered, its port and a trailing dot dropped.  A site is found
+ * by its exact name, then by the longest wildcard ("*.example.com" for a.example.com
+ * and a.b.example.com, as nginx), then it is its listener's default.
+ *
+ * Locations are matched against the decoded path: an exact location by hash, then the
+ * prefix locations longest first.  Both lookups cost a hash of the host or the path
+ * and a compare or two, so neither shows beside serving a request; a listener with one
+ * site skips the host entirely. */
+#include <ctype.h>
+#include <string.h>
+
+#include "config.h"
+
+static bool reg_name_char(int ch)
+{
+    /* unreserved / pct-encoded / sub-delims (RFC 3986 3.2.2) */
+    return isalnum(ch) || (ch && strchr("-._~%!$&'()*+,;=", ch));
+}
+
+int host_normalize(const char *authority, char *out, size_t cap)
+{
+    const char *a = authority, *end;
+    if (!a || !*a)
+        return 0;
+    if (a[0] == '[') {
+        end = strchr(a, ']');
+        if (!end)
+            return -1;
+        for (const char *p = a + 1; p < end; p++)
+            if (!isxdigit((unsigned char)*p) && *p != ':' && *p != '.')
+                return -1;
+        end++;
+    } else {
+        end = a;
+        while (*end && *end != ':')
+            end++;
+        for (const char *p = a; p < end; p++)
+            if (!reg_name_char((unsigned char)*p) || (*p == '.' && (p == a || p[-1] == '.')))
+                return -1;         /* no empty label: ".example", "a..b" (nginx refuses them too) */
+    }
+    if (*end == ':') {                /* the port: digits, or nothing */
+        for (const char *p = end + 1; *p; p++)
+            if (!isdigit((unsigned char)*p))
+                return -1;
+        if (strlen(end + 1) > 5)
+            return -1;
+    } else if (*end) {
+        return -1;
+    }
+    size_t n = (size_t)(end - a);
+    if (n && a[n - 1] == '.' && a[0] != '[')
+        n--;                          /* "example.com." is example.com */
+    if (n == 0 || n >= cap || n > 255)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)tolower((unsigned char)a[i]);
+    out[n] = 0;
+    return (int)n;
+}
+
+const struct site_table *config_sites_of(const struct config *c, unsigned slot)
+{
+    if (slot < MAX_LISTEN && c->listen_of_slot[slot] >= 0)
+        return &c->listen_sites[c->listen_of_slot[slot]];
+    return &c->all_sites;             /* its listener went away: it is being drained */
+}
+
+static uint32_t hash_start(void) { return 2166136261u; }
+static uint32_t hash_more(uint32_t h, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
+/* The site named exactly (prefix, then name), or NULL. */
+static const struct site *lookup(const struct site_table *t, const char *prefix, size_t pl, const char *name, size_t n)
+{
+    uint32_t h = hash_more(hash_more(hash_start(), prefix, pl), name, n) & t->mask;
+    for (; t->names[h].name; h = (h + 1) & t->mask) {
+        const struct site_name *e = &t->names[h];
+        if (e->len == pl + n && !memcmp(e->name, prefix, pl) && !memcmp(e->name + pl, name, n))
+            return e->site;
+    }
+    return NULL;
+}
+
+const struct site *site_for_host(const struct site_table *t, const char *host, size_t len)
+{
+    if (t->nsites <= 1 || !len)
+        return t->dflt;
+    const struct site *s = lookup(t, "", 0, host, len);
+    if (s)
+        return s;
+    /* *.example.com: the longest suffix first, which is the leftmost dot. */
+    for (size_t i = 0; i < len; i++)
+        if (host[i] == '.' && (s = lookup(t, "*", 1, host + i, len - i)))
+            return s;
+    return t->dflt;
+}
+
+const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit)
+{
+    uint32_t h = hash_more(hash_start(), path, len) & s->exact_mask;
+    for (const struct location *l; (l = s->exact[h]); h = (h + 1) & s->exact_mask)
+        if (l->path_len == len && !memcmp(l->path, path, len) && !(skip_implicit && l->implicit))
+            return l;
+    for (uint32_t i = 0; i < s->nprefixes; i++) {
+        const struct location *l = s->prefixes[i];
+        if (l->path_len <= len && !memcmp(l->path, path, l->path_len))
+            return l;
+    }
+    return NULL;                      /* every site has "/": only for a path without it */
+}

@@ -58,7 +58,8 @@ void static_sweep(double now);
 
 /* returns.c: a location's return, and the redirect of a cleartext request to https. */
 void return_serve(struct request *r, const char *host, const char *path);
-void https_redirect(struct request *r, const char *host);
+struct site;
+void https_redirect(struct request *r, const struct site *site, const char *host);
 
 /* listing.c: the HTML index of directory fd (under path), for directory_listing. */
 void listing_serve(struct request *r, int fd, const char *path, bool show_dotfiles);

@@ -136,14 +136,14 @@ void return_serve(struct request *r, const char *host, const char *path)
 }
 
 /* Permanent, and keeping the method (308, as Caddy does): a POST stays a POST. */
-void https_redirect(struct request *r, const char *host)
+void https_redirect(struct request *r, const struct site *site, const char *host)
 {
     char buf[EXPANSION_MAX];
     struct out o = { buf, 0, sizeof buf, false };
     buf[0] = 0;
     put_str(&o, "https://");
-    put_str(&o, host_or_site(r, host));
-    unsigned port = req_location(r)->site->https_port;
+    put_str(&o, host && *host ? host : site->name ? site->name : "localhost");
+    unsigned port = site->https_port;
     if (port != 443) {
         char num[16];
         snprintf(num, sizeof num, ":%u", port);

@@ -9,7 +9,8 @@
  *      (coalesced) a connection for a name it should not have retries on a new one;
  *   3. the client, from a trusted proxy's header (realip.c);
  *   4. the location, by the decoded path (exact, then longest prefix);
- *   5. https_redirect for a cleartext request, then allow/deny (403; a built-in route
+ *   5. https_redirect for a cleartext request (before anything of the location, its
+ *      headers included), then allow/deny (403; a built-in route
  *      the configuration did not place instead answers as if it were not there, so
  *      the path falls to the next location), dotfiles (403), WebSocket upgrades no
  *      handler here takes (400), the body limit (413);
@@ -145,11 +146,13 @@ void app_handle(struct request *r)
     bool has_client = net_address(req_client(r), client);
     if (loc->naccess && loc->implicit && !(has_client && access_allows(loc->access, loc->naccess, client)))
         loc = location_for_path(site, path, (size_t)pl, true);
+    /* Before the location is the request's: the redirect is not the site's answer and
+     * carries none of its headers (as nginx's separate port-80 server would not). */
+    if (site->https_redirect && !req_is_tls(r))
+        return https_redirect(r, site, host);
     req_set_location(r, loc);
     if (bad_path)
         return app_error(r, 404);  /* a path that names nothing under any root */
-    if (site->https_redirect && !req_is_tls(r))
-        return https_redirect(r, host);
     if (loc->naccess && !(has_client && access_allows(loc->access, loc->naccess, client)))
         return app_error(r, 403);
     if (loc->dotfiles == DOTFILES_DENY && path_has_dotfile(path))

@@ -282,6 +282,8 @@ size_t config_handler_worst_bytes(const struct config *c);
 int host_normalize(const char *authority, char *out, size_t cap);
 const struct site_table *config_sites_of(const struct config *c, unsigned slot);
 const struct site *site_for_host(const struct site_table *t, const char *host, size_t len);
+/* The site a TLS client's server name (SNI) chooses: the default for none or no host name. */
+const struct site *site_for_sni(const struct site_table *t, const char *name);
 /* The location for a decoded path: exact first, then the longest prefix; skip_implicit
  * leaves out the built-in routes the configuration did not place. */
 const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit);

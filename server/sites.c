@@ -103,6 +103,14 @@ const struct site *site_for_host(const struct site_table *t, const char *host, s
     return t->dflt;
 }
 
+const struct site *site_for_sni(const struct site_table *t, const char *name)
+{
+    char host[256];
+    /* A name, not an authority: no port, no IP literal (RFC 6066 section 3). */
+    int n = name && !strchr(name, ':') ? host_normalize(name, host, sizeof host) : -1;
+    return n > 0 ? site_for_host(t, host, (size_t)n) : t->dflt;
+}
+
 const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit)
 {
     uint32_t h = hash_more(hash_start(), path, len) & s->exact_mask;

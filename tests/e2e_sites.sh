@@ -167,6 +167,13 @@ subject -servername b.test | grep -q 'CN = b.test' && subject -servername deep.x
 check sni_b_wildcard_and_c_certificates $? "$(subject -servername deep.x.b.test | grep Subject:)"
 subject -servername nosuch.test | grep -q 'h2park self-signed' && subject -noservername | grep -q 'h2park self-signed'
 check sni_unknown_or_none_gets_default_site $? "$(subject -noservername | grep Subject:)"
+# SNI as hostile input: case and a trailing dot are the same name; anything that is no
+# host name, or too long to be one, gets the default site's certificate.
+long=$(printf 'a%.0s' $(seq 1 250)).test
+subject -servername A.TEST. | grep -q 'CN = a.test' && subject -servername 'x/../a.test' | grep -q 'h2park self-signed' &&
+  subject -servername "$long" | grep -q 'h2park self-signed' && subject -servername 'a.test:443' | grep -q 'h2park self-signed'
+check sni_hostile_names $? "$(subject -servername A.TEST. | grep Subject:)"
+kill -0 "$DPID"; check sni_daemon_alive $? "gone"
 [ "$(body --cacert "$D/ca.pem" "${ra[@]}" "https://a.test:$T/")" = "site a" ] &&
   [ "$(body --cacert "$D/ca.pem" --http1.1 --connect-to "b.test:443:127.0.0.1:$T" https://b.test/)" = "site b" ]
 check sni_curl_verifies_each_site $? "$(curl -sS --cacert "$D/ca.pem" "${ra[@]}" "https://a.test:$T/" 2>&1 | head -2)"

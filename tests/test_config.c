@@ -261,6 +261,11 @@ static void sites_by_name(void)
     CHECK(site_of("b.example.com", 0) == &c->sites[1]);       /* *.b.example.com is not b.example.com */
     CHECK(site_of("nobody.test", 0) == &c->sites[3] && site_of("", 1) == &c->sites[3]);   /* "*" is the default */
     CHECK(site_of("only80.example", 0) == &c->sites[4] && site_of("only80.example", 1) == &c->sites[3]);
+    /* A TLS client's server name is a name: no port, no IP literal, else the default. */
+    const struct site_table *t1 = &c->listen_sites[1];
+    CHECK(site_for_sni(t1, "A.Example.COM.") == &c->sites[1] && site_for_sni(t1, "www.example.com") == &c->sites[0]);
+    CHECK(site_for_sni(t1, "example.com:443") == &c->sites[3] && site_for_sni(t1, "[::1]") == &c->sites[3]);
+    CHECK(site_for_sni(t1, "x/../example.com") == &c->sites[3] && site_for_sni(t1, NULL) == &c->sites[3]);
     /* No "*": the first site of each listener is its default, as nginx. */
     CHECKF(parse("site a.test {\n}\nsite b.test {\n}\n") == CONFIG_OK, "%s", err);
     CHECK(site_of("c.test", 0) == &c->sites[0] && site_of("b.test", 0) == &c->sites[1]);

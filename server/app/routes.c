@@ -24,6 +24,7 @@
  * path would be without it. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "app/app.h"
 #include "config.h"
@@ -88,11 +89,11 @@ static bool misdirected(struct request *r, const struct site_table *t, const str
     if (!req_is_tls(r) || t->nsites < 2 || !hl)
         return false;
     const char *sni = req_tls_server_name(r);
-    char name[256];
-    int nl = sni ? host_normalize(sni, name, sizeof name) : 0;
-    if (nl <= 0 || ((size_t)nl == hl && !memcmp(name, host, hl)))
-        return false;              /* no SNI (the Host decides, as for cleartext), or the same name */
-    return site_for_host(t, name, (size_t)nl) != site && !req_tls_certificate_covers(r, host, hl);
+    if (!sni)
+        return false;              /* no SNI: the Host decides, as for cleartext */
+    if (strlen(sni) == hl && !strncasecmp(sni, host, hl))
+        return false;              /* the same name (the common case: no lookup) */
+    return site_for_sni(t, sni) != site && !req_tls_certificate_covers(r, host, hl);
 }
 
 static void dispatch(struct request *r, const struct location *loc, const char *host, const char *path)

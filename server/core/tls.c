@@ -189,10 +189,7 @@ static int on_server_name(SSL *ssl, int *alert, void *arg)
 {
     (void)alert;
     const struct listen_sni *l = arg;
-    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    char host[256];
-    int n = name ? host_normalize(name, host, sizeof host) : 0;
-    const struct site *s = n > 0 ? site_for_host(l->t, host, (size_t)n) : l->t->dflt;
+    const struct site *s = site_for_sni(l->t, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
     if (!s || s->tls < 0)
         s = l->t->dflt;
     if (!s || s->tls < 0 || !SSL_set_SSL_CTX(ssl, l->c->tls[s->tls].ctx)) {

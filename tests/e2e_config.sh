@@ -104,6 +104,30 @@ curl -s -D "$TMP/slow.h" -o /dev/null -H 'Host: localhost' "http://127.0.0.1:$P/
 SLOW=$!
 H2_PAUSE=2 timeout 20 $PY "$(dirname "$0")/h2coalesce.py" "$T" localhost "$TMP/cert.pem" localhost localhost > "$TMP/h2.out" 2>&1 &
 H2=$!
+# A connection accepted before the reload whose ClientHello comes after the old tree is
+# gone: the server-name callback must not read the freed tree (ASan: use after free).
+rm -f "$TMP/go"
+$PY - "$T" "$TMP/go" > "$TMP/late.out" 2>&1 <<'PYEOF' &
+import os, socket, ssl, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for _ in range(200):
+    if os.path.exists(sys.argv[2]):
+        break
+    time.sleep(0.05)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+t = ctx.wrap_socket(s, server_hostname="other.test")
+t.sendall(b"GET / HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n")
+got = b""
+while True:
+    b = t.recv(4096)
+    if not b:
+        break
+    got += b
+print(got.decode(errors="replace").split("\r\n\r\n", 1)[-1])
+PYEOF
+LATE=$!
 sleep 0.5
 gen 2 > "$C"
 reload_and_wait
@@ -115,6 +139,10 @@ check reload_in_flight_finishes_on_its_tree $? "in flight: $(tr -d '\r' < "$TMP/
 wait "$H2"
 [ "$(grep -c '^localhost 200' "$TMP/h2.out")" = 2 ] && grep -qx 'connections 1' "$TMP/h2.out"
 check reload_keeps_tls_connection $? "$(tr '\n' ';' < "$TMP/h2.out")"
+sleep 1.5                          # every worker has taken the new tree and let the old go
+touch "$TMP/go"; wait "$LATE"
+[ "$(cat "$TMP/late.out")" = "other 2" ] && kill -0 "$DPID"
+check reload_before_client_hello $? "$(cat "$TMP/late.out")"
 # A bad reload changes nothing, anywhere.
 printf 'site x {\n' >> "$C"
 reload_and_wait

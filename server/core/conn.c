@@ -111,6 +111,7 @@ struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, c
         sc_free(c);
         return NULL;
     }
+    c->tls_config_held = c->ssl != NULL;
     if (flags & CONN_PROXY_PROTOCOL)
         c->state = CONN_PROXY;
     else
@@ -377,6 +378,8 @@ void conn_close(struct conn *c)
     if (c->ssl) {
         if (linger && SSL_is_init_finished(c->ssl))
             SSL_shutdown(c->ssl);      /* close_notify, best effort */
+        if (c->tls_config_held)
+            tls_config_release(c->ssl);
         SSL_free(c->ssl);
     }
     ev_io_stop(w->loop, &c->io);

@@ -218,6 +218,7 @@ struct conn {
     bool heard : 1;                /* the protocol has had bytes from the peer */
     bool deadlines_due : 1;        /* a response began this step: arm its deadline as it ends */
     bool nothing_to_write : 1;     /* the step's last round found the protocol with nothing to produce */
+    bool tls_config_held : 1;      /* ssl's handshake holds its configuration (tls.c) */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -299,8 +300,10 @@ int proxy_stage(struct conn *c);
  * TLS listener that its handshakes start with (its default site's certificate, and the
  * SNI switch to the others) - made before it is applied and freed with it. */
 int tls_prepare(struct config *c, struct config_errors *e);
-/* A connection on listener slot of c's; NULL if there is no context for it. */
+/* A connection on listener slot of c's; NULL if there is no context for it.  The SSL
+ * holds a reference to c until tls_config_release, once its handshake is over. */
 SSL *tls_new_ssl(const struct config *c, unsigned slot, int fd);
+void tls_config_release(SSL *ssl);
 bool tls_cipher_adequate(SSL *ssl);
 /* The name the client asked for (SNI), or NULL. */
 const char *tls_server_name(SSL *ssl);

@@ -33,6 +33,8 @@ static enum step handshake(struct conn *c)
     ERR_clear_error();
     int r = SSL_do_handshake(c->ssl);
     if (r == 1) {
+        c->tls_config_held = false;    /* the server-name callback is done with it */
+        tls_config_release(c->ssl);
         const unsigned char *alpn = NULL;
         unsigned len = 0;
         SSL_get0_alpn_selected(c->ssl, &alpn, &len);

@@ -13,7 +13,11 @@
  * All of them are made before a configuration is applied (tls_prepare) and freed with
  * it, so a reload with a bad certificate keeps the old contexts and the connections
  * see no gap; each SSL holds references to the contexts it used, so a context outlives
- * its configuration while a connection still needs it.  Every problem with a
+ * its configuration while a connection still needs it.  The server-name callback reads
+ * the configuration itself (its site tables), so a connection holds a reference to the
+ * configuration it was accepted under until its handshake is over (tls_new_ssl,
+ * tls_config_release; every context names its configuration in its ex_data): a reload
+ * between accept and ClientHello cannot free what the callback reads.  Every problem with a
  * certificate or key is reported with the config lines that named them.
  *
  * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), no session
@@ -23,6 +27,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -137,6 +142,16 @@ static int load_pair(SSL_CTX *ctx, const struct tls_pair *p, const char **kinds,
 
 static void free_ctx(void *ctx) { SSL_CTX_free(ctx); }
 
+static int config_slot = -1;       /* ex_data of every context: its configuration */
+static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
+static void make_slot(void) { config_slot = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL); }
+
+static int own(SSL_CTX *ctx, struct config *c)
+{
+    pthread_once(&slot_once, make_slot);
+    return config_slot >= 0 && SSL_CTX_set_ex_data(ctx, config_slot, c) == 1 ? 0 : -1;
+}
+
 /* Is x valid for host (a normalized name, an IPv4 address, or an IPv6 one in brackets)? */
 static bool cert_covers(X509 *x, const char *host, size_t len)
 {
@@ -205,7 +220,7 @@ int tls_prepare(struct config *c, struct config_errors *e)
     for (uint32_t t = 0; t < c->ntls; t++) {
         struct tls_identity *id = &c->tls[t];
         SSL_CTX *ctx = base_ctx();
-        if (!ctx || config_on_free(c, free_ctx, ctx)) {
+        if (!ctx || own(ctx, c) || config_on_free(c, free_ctx, ctx)) {
             SSL_CTX_free(ctx);
             config_error(e, "cannot create a TLS context: %s", ssl_reason());
             continue;
@@ -229,7 +244,7 @@ int tls_prepare(struct config *c, struct config_errors *e)
         if (!c->listen[i].tls)
             continue;
         SSL_CTX *ctx = base_ctx();
-        if (!ctx || config_on_free(c, free_ctx, ctx)) {
+        if (!ctx || own(ctx, c) || config_on_free(c, free_ctx, ctx)) {
             SSL_CTX_free(ctx);
             config_error(e, "cannot create a TLS context: %s", ssl_reason());
             continue;
@@ -257,9 +272,16 @@ SSL *tls_new_ssl(const struct config *c, unsigned slot, int fd)
         SSL_free(ssl);
         return NULL;
     }
-    if (ssl)
+    if (ssl) {
         SSL_set_accept_state(ssl);
+        config_ref((struct config *)c);   /* until the handshake is over */
+    }
     return ssl;
+}
+
+void tls_config_release(SSL *ssl)
+{
+    config_unref(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), config_slot));
 }
 
 const char *tls_server_name(SSL *ssl) { return SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name); }

@@ -45,13 +45,16 @@ leaf a.test-rsa "DNS:a.test,DNS:c.test" rsa:2048
 leaf b.test "DNS:b.test,DNS:*.b.test" ec -pkeyopt ec_paramgen_curve:P-256
 leaf c.test "DNS:c.test" ec -pkeyopt ec_paramgen_curve:P-256
 
-P=$(free_port); T=$(free_port); P6=$(free_port)
-while [ "$T" = "$P" ]; do T=$(free_port); done
-while [ "$P6" = "$P" ] || [ "$P6" = "$T" ]; do P6=$(free_port); done
+ports=""
+while [ "$(echo $ports | wc -w)" -lt 4 ]; do
+  p=$(free_port); case " $ports " in *" $p "*) ;; *) ports="$ports $p" ;; esac
+done
+set -- $ports; P=$1 T=$2 P6=$3 PD=$4
 cat > "$D/h2park.conf" <<EOF
 listen = 127.0.0.1:$P
 listen = 127.0.0.1:$T tls
 listen = [::1]:$P6
+listen = *:$PD
 access_log = $TMP/access.log
 workers = 2
 
@@ -87,6 +90,9 @@ site a.test {
     location /files/ {
         alias = $D/shared/
         directory_listing = on
+    }
+    location /static {
+        alias = $D/shared/
     }
     location /app/ {
         alias = $D/spa/
@@ -225,6 +231,10 @@ done
 c1=$(code --interface 127.0.0.2 "${ra[@]}" "http://a.test:$P/office/plan.txt")
 c2=$(code -g -H 'Host: a.test' "http://[::1]:$P6/office/plan.txt")
 [ "$c1" = 200 ] && [ "$c2" = 200 ]; check access_allowed_v4_and_v6 $? "127.0.0.2: $c1, ::1: $c2"
+# A dual-stack socket's IPv4 clients arrive as ::ffff:a.b.c.d: the IPv4 rules still decide.
+c1=$(code --interface 127.0.0.2 -H 'Host: a.test' "http://127.0.0.1:$PD/office/plan.txt")
+c2=$(code -H 'Host: a.test' "http://127.0.0.1:$PD/office/plan.txt")
+[ "$c1" = 200 ] && [ "$c2" = 403 ]; check access_v4_rules_on_dual_stack_socket $? "127.0.0.2: $c1, 127.0.0.1: $c2"
 [ "$(code --http2-prior-knowledge "${ra[@]}" "http://a.test:$P/office/plan.txt")" = 403 ]; check access_denied_h2 $? "-"
 
 # The built-in routes: /status placed and restricted; /-/ open to loopback 127.0.0.1 and
@@ -285,6 +295,11 @@ echo "$out" | grep -q '>one.txt<' && echo "$out" | grep -qF '&lt;i&gt;&amp;&quot
 check directory_listing_escaped $? "$(echo "$out" | head -c 600)"
 [ "$(code "${ra[@]}" "http://a.test:$P/assets/")" = 404 ]; check directory_listing_off_elsewhere $? "-"
 [ "$(body "${ra[@]}" "http://a.test:$P/files/one.txt")" = one ]; check alias_serves $? "-"
+# An alias is cut at a segment boundary: /static../ is not the directory above the alias.
+codes="$(code "${ra[@]}" "http://a.test:$P/static/one.txt") $(code "${ra[@]}" "http://a.test:$P/static")"
+codes="$codes $(code --path-as-is "${ra[@]}" "http://a.test:$P/static../a/index.html") $(code "${ra[@]}" "http://a.test:$P/staticx")"
+loc=$(curl -s -D - -o /dev/null "${ra[@]}" "http://a.test:$P/static?q" | tr -d '\r' | sed -n 's/^location: //Ip')
+[ "$codes" = "200 301 404 404" ] && [ "$loc" = "/static/?q" ]; check alias_traversal_refused $? "$codes, $loc"
 
 # A single-page app: unknown paths get its index, files are files.
 [ "$(body "${ra[@]}" "http://a.test:$P/app/users/42")" = "spa shell" ] && [ "$(body "${ra[@]}" "http://a.test:$P/app/app.js")" = js ] &&

@@ -67,8 +67,11 @@ static void put_url(struct buf *b, const char *s)
 
 void listing_serve(struct request *r, int fd, const char *path, bool show_dotfiles)
 {
-    DIR *dir = fdopendir(dup(fd));
+    int copy = dup(fd);
+    DIR *dir = copy >= 0 ? fdopendir(copy) : NULL;
     if (!dir) {
+        if (copy >= 0)
+            close(copy);
         app_error(r, 404);
         return;
     }

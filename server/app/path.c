@@ -98,6 +98,11 @@ int path_open_beneath(int root_fd, const char *rel)
     snprintf(copy, sizeof copy, "%s", path);
     int dir = dup(root_fd);
     for (char *save = NULL, *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(part, "..")) {     /* decoding refuses it; refused here too, whoever calls */
+            close(dir);
+            errno = EACCES;
+            return -1;
+        }
         int next = openat(dir, part, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
         close(dir);
         if (next < 0)

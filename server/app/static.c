@@ -426,12 +426,23 @@ static void redirect_to_slash(struct request *r)
     }
 }
 
-/* rel under the location's root for a decoded request path. */
+/* rel under the location's root for a decoded request path, or NULL.  An alias cuts the
+ * location's path off only at a segment boundary: "location /static" with "alias =
+ * /srv/static/" must not turn /static../x into "../x" (the alias traversal nginx
+ * configurations are known for), so a path that goes on inside the segment names
+ * nothing. */
 static const char *relative(const struct location *loc, const char *path)
 {
     if (loc->alias_file)
         return loc->alias_file;
-    const char *rel = loc->alias ? path + (strlen(path) >= loc->path_len ? loc->path_len : strlen(path)) : path;
+    const char *rel = path;
+    if (loc->alias) {
+        if (strlen(path) < loc->path_len)
+            return NULL;
+        rel = path + loc->path_len;
+        if (*rel && *rel != '/' && loc->path[loc->path_len - 1] != '/')
+            return NULL;
+    }
     while (*rel == '/')
         rel++;
     return rel;
@@ -525,6 +536,11 @@ void static_serve(struct request *r, const char *path)
     const struct location *loc = req_location(r);
     const struct docroot *d = loc->docroot;
     const char *rel = relative(loc, path);
+    if (!rel)
+        return app_error(r, 404);
+    size_t pl = strlen(path);
+    if (!*rel && loc->alias && !loc->alias_file && path[pl - 1] != '/')
+        return redirect_to_slash(r);   /* "/static" for "location /static": its directory */
     if (d->fd < 0) {
         if (d->builtin_default && (!strcmp(rel, "") || !strcmp(rel, "index.html")))
             req_simple(r, 200, "text/html; charset=utf-8", builtin_page_text, builtin_page_size);
@@ -564,7 +580,8 @@ int static_serve_page(struct request *r, const char *path, int status)
     if (!loc || loc->handler != HANDLER_STATIC || loc->docroot->fd < 0)
         return -1;
     int err;
-    struct open_file *f = open_file_get(loc->docroot, relative(loc, path), req_now(r), &err);
+    const char *rel = relative(loc, path);
+    struct open_file *f = rel ? open_file_get(loc->docroot, rel, req_now(r), &err) : NULL;
     if (!f || f->kind != FILE_REGULAR)
         return -1;
     struct header h[] = { { "content-type", f->type } };

@@ -973,9 +973,9 @@ static const char *scope_name(const struct scope *s)
     return s->kind == SCOPE_TOP ? "at the top level" : s->kind == SCOPE_SITE ? "in this site" : "in this location";
 }
 
-static const char *origin_text(struct config *c, struct origin o)
+/* Where a key was first set in the source being read (a key twice is an error only there). */
+static const char *origin_text(const struct config *c, struct origin o)
 {
-    (void)c;
     static __thread char text[200];
     snprintf(text, sizeof text, "%s:%u", c->parse->src_name, o.line);
     return text;
@@ -1087,7 +1087,8 @@ static struct scope *open_site(struct config *c, char *rest, struct config_error
     s->kind = SCOPE_SITE;
     s->from = fmt(c, "%s:%u", p->src_name, p->line);
     s->locations_tail = &s->locations;
-    for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+    int words = 0;
+    for (char *save = NULL, *w = strtok_r(rest, " \t", &save); w; w = strtok_r(NULL, " \t", &save), words++) {
         char name[300];
         if (strlen(w) >= 256 || site_name_ok(w, name, sizeof name)) {
             config_error(e, "%s: site name '%.100s' is not a host name, *.domain, an IP address or *", s->from, w);
@@ -1095,7 +1096,7 @@ static struct scope *open_site(struct config *c, char *rest, struct config_error
         }
         *(const char **)push(c, &s->names, sizeof(char *)) = sdup(c, name);
     }
-    if (!s->names.n && !e->count)
+    if (!words)
         config_error(e, "%s: a site needs its names (example.com, *.example.com, or * for every other host)",
                      s->from);
     *p->top.sites_tail = s;

@@ -276,6 +276,11 @@ static void sites_by_name(void)
            "%s", err);
     CHECK(parse("site * {\n}\nsite * {\n}\n") == CONFIG_ERROR && strstr(err, "two sites for every other host"));
     CHECK(parse("site {\n}\n") == CONFIG_ERROR && strstr(err, "a site needs its names"));
+    /* ... even after another error (every error of a file is reported), and only once
+     * for a site whose names were all refused. */
+    CHECKF(parse("bogus = 1\nsite {\n}\n") == CONFIG_ERROR && e.count == 2 &&
+           strstr(err, "test.conf:2: a site needs its names"), "%d: %s", e.count, err);
+    CHECKF(parse("site a/b {\n}\n") == CONFIG_ERROR && e.count == 1, "%d: %s", e.count, err);
     const char *bad[] = { "a/b", "a b:80", "*.*.x", "x.*.y", "a:80", "[::1", "[zz]", "a\\b", "*.[::1]", "é.test" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[100];

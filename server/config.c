@@ -1541,6 +1541,7 @@ static void build_locations(struct config *c, struct vec *roots, struct site *si
             while (site->exact[h])
                 h = (h + 1) & site->exact_mask;
             site->exact[h] = l;
+            site->exact_sieve |= UINT64_C(1) << location_sieve_bit(l->path, l->path_len);
         } else {
             /* longest first; equal lengths keep their order */
             uint32_t j = site->nprefixes++;

@@ -120,6 +120,7 @@ struct site {
     uint32_t nlocations;
     struct location **exact;       /* hash of the exact locations, by path */
     uint32_t exact_mask;
+    uint64_t exact_sieve;          /* bit location_sieve_bit(path) of every exact location's path */
     struct location **prefixes;    /* the prefix locations, longest first */
     uint32_t nprefixes;
     uint32_t listen_mask;          /* bit i: serves on config->listen[i] */
@@ -277,8 +278,11 @@ long config_max_handlers(const struct config *c);
 size_t config_handler_worst_bytes(const struct config *c);
 
 /* sites.c: finding a request's site and location. */
-/* The host of an authority ("Example.COM.:443" -> "example.com"), in out: its length,
- * 0 for none, -1 if it is no valid host (RFC 9110 4.2.3, RFC 3986 3.2.2). */
+/* The length of an authority's host, its port and a trailing dot left out: 0 for none,
+ * -1 if it is no valid host (RFC 9110 4.2.3, RFC 3986 3.2.2). */
+int host_length(const char *authority);
+/* The host of an authority ("Example.COM.:443" -> "example.com") in out, lowered: its
+ * length, as host_length. */
 int host_normalize(const char *authority, char *out, size_t cap);
 const struct site_table *config_sites_of(const struct config *c, unsigned slot);
 const struct site *site_for_host(const struct site_table *t, const char *host, size_t len);
@@ -287,6 +291,13 @@ const struct site *site_for_sni(const struct site_table *t, const char *name);
 /* The location for a decoded path: exact first, then the longest prefix; skip_implicit
  * leaves out the built-in routes the configuration did not place. */
 const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit);
+/* A path's bit in a site's exact_sieve: by its length and second byte, so that most
+ * requests (a file's path, beside a site's built-in "/-/..." and "/metrics") skip the
+ * exact hash without hashing. */
+static inline unsigned location_sieve_bit(const char *path, size_t len)
+{
+    return (unsigned)(len * 31 + (len > 1 ? (unsigned char)path[1] : 0)) & 63;
+}
 /* netaddr.c: addresses and blocks. */
 int net_parse(const char *text, struct net *out, char *why, size_t whylen);
 /* A socket address as a 16-byte IPv6 address (IPv4 mapped); false for another family. */

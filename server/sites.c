@@ -10,56 +10,76 @@
  * prefix locations longest first.  Both lookups cost a hash of the host or the path
  * and a compare or two, so neither shows beside serving a request; a listener with one
  * site skips the host entirely. */
-#include <ctype.h>
 #include <string.h>
 
 #include "config.h"
 
-static bool reg_name_char(int ch)
+/* A reg-name's bytes (RFC 3986 3.2.2: unreserved / pct-encoded / sub-delims), each as
+ * it is kept (lowered); 0 for every other byte. */
+static const char host_byte[256] = {
+    ['!'] = '!', ['$'] = '$', ['%'] = '%', ['&'] = '&', ['\''] = '\'', ['('] = '(', [')'] = ')',
+    ['*'] = '*', ['+'] = '+', [','] = ',', ['-'] = '-', ['.'] = '.', ['0'] = '0', ['1'] = '1',
+    ['2'] = '2', ['3'] = '3', ['4'] = '4', ['5'] = '5', ['6'] = '6', ['7'] = '7', ['8'] = '8',
+    ['9'] = '9', [';'] = ';', ['='] = '=', ['A'] = 'a', ['B'] = 'b', ['C'] = 'c', ['D'] = 'd',
+    ['E'] = 'e', ['F'] = 'f', ['G'] = 'g', ['H'] = 'h', ['I'] = 'i', ['J'] = 'j', ['K'] = 'k',
+    ['L'] = 'l', ['M'] = 'm', ['N'] = 'n', ['O'] = 'o', ['P'] = 'p', ['Q'] = 'q', ['R'] = 'r',
+    ['S'] = 's', ['T'] = 't', ['U'] = 'u', ['V'] = 'v', ['W'] = 'w', ['X'] = 'x', ['Y'] = 'y',
+    ['Z'] = 'z', ['_'] = '_', ['a'] = 'a', ['b'] = 'b', ['c'] = 'c', ['d'] = 'd', ['e'] = 'e',
+    ['f'] = 'f', ['g'] = 'g', ['h'] = 'h', ['i'] = 'i', ['j'] = 'j', ['k'] = 'k', ['l'] = 'l',
+    ['m'] = 'm', ['n'] = 'n', ['o'] = 'o', ['p'] = 'p', ['q'] = 'q', ['r'] = 'r', ['s'] = 's',
+    ['t'] = 't', ['u'] = 'u', ['v'] = 'v', ['w'] = 'w', ['x'] = 'x', ['y'] = 'y', ['z'] = 'z',
+    ['~'] = '~'
+};
+
+int host_length(const char *authority)
 {
-    /* unreserved / pct-encoded / sub-delims (RFC 3986 3.2.2) */
-    return isalnum(ch) || (ch && strchr("-._~%!$&'()*+,;=", ch));
+    const char *a = authority, *p = a;
+    if (!a || !*a)
+        return 0;
+    if (*p == '[') {
+        for (p++; *p != ']'; p++)
+            if (!((unsigned)*p - '0' < 10 || (unsigned)(*p | 0x20) - 'a' < 6 || *p == ':' || *p == '.'))
+                return -1;         /* a NUL too: no closing bracket */
+        p++;
+    } else {
+        /* A table and a register for the last byte: a few instructions a byte, as every
+         * request pays for it. */
+        char prev = '.', ch;
+        for (; (ch = host_byte[(unsigned char)*p]); p++) {
+            if (ch == '.' && prev == '.')
+                return -1;         /* no empty label: ".example", "a..b" (nginx refuses them too) */
+            prev = ch;
+        }
+    }
+    size_t n = (size_t)(p - a);
+    if (*p == ':') {                  /* the port: digits, or nothing */
+        const char *digits = ++p;
+        for (; *p; p++)
+            if ((unsigned)*p - '0' >= 10)
+                return -1;
+        if (p - digits > 5)
+            return -1;
+    } else if (*p) {
+        return -1;                    /* a byte no host has */
+    }
+    if (n && a[n - 1] == '.' && a[0] != '[')
+        n--;                          /* "example.com." is example.com */
+    return n == 0 || n > 255 ? -1 : (int)n;
 }
 
 int host_normalize(const char *authority, char *out, size_t cap)
 {
-    const char *a = authority, *end;
-    if (!a || !*a)
-        return 0;
-    if (a[0] == '[') {
-        end = strchr(a, ']');
-        if (!end)
-            return -1;
-        for (const char *p = a + 1; p < end; p++)
-            if (!isxdigit((unsigned char)*p) && *p != ':' && *p != '.')
-                return -1;
-        end++;
-    } else {
-        end = a;
-        while (*end && *end != ':')
-            end++;
-        for (const char *p = a; p < end; p++)
-            if (!reg_name_char((unsigned char)*p) || (*p == '.' && (p == a || p[-1] == '.')))
-                return -1;         /* no empty label: ".example", "a..b" (nginx refuses them too) */
-    }
-    if (*end == ':') {                /* the port: digits, or nothing */
-        for (const char *p = end + 1; *p; p++)
-            if (!isdigit((unsigned char)*p))
-                return -1;
-        if (strlen(end + 1) > 5)
-            return -1;
-    } else if (*end) {
+    int n = host_length(authority);
+    if (n <= 0)
+        return n;
+    if ((size_t)n >= cap)
         return -1;
+    for (int i = 0; i < n; i++) {
+        unsigned ch = (unsigned char)authority[i];
+        out[i] = (char)(ch - 'A' < 26 ? ch + 32 : ch);
     }
-    size_t n = (size_t)(end - a);
-    if (n && a[n - 1] == '.' && a[0] != '[')
-        n--;                          /* "example.com." is example.com */
-    if (n == 0 || n >= cap || n > 255)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        out[i] = (char)tolower((unsigned char)a[i]);
     out[n] = 0;
-    return (int)n;
+    return n;
 }
 
 const struct site_table *config_sites_of(const struct config *c, unsigned slot)
@@ -113,13 +133,15 @@ const struct site *site_for_sni(const struct site_table *t, const char *name)
 
 const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit)
 {
-    uint32_t h = hash_more(hash_start(), path, len) & s->exact_mask;
-    for (const struct location *l; (l = s->exact[h]); h = (h + 1) & s->exact_mask)
-        if (l->path_len == len && !memcmp(l->path, path, len) && !(skip_implicit && l->implicit))
-            return l;
-    for (uint32_t i = 0; i < s->nprefixes; i++) {
+    if (s->exact_sieve & (UINT64_C(1) << location_sieve_bit(path, len))) {
+        uint32_t h = hash_more(hash_start(), path, len) & s->exact_mask;
+        for (const struct location *l; (l = s->exact[h]); h = (h + 1) & s->exact_mask)
+            if (l->path_len == len && !memcmp(l->path, path, len) && !(skip_implicit && l->implicit))
+                return l;
+    }
+    for (uint32_t i = 0; i < s->nprefixes; i++) {   /* "/" (every path's) needs no compare */
         const struct location *l = s->prefixes[i];
-        if (l->path_len <= len && !memcmp(l->path, path, l->path_len))
+        if (l->path_len <= len && (l->path_len == 1 || !memcmp(l->path, path, l->path_len)))
             return l;
     }
     return NULL;                      /* every site has "/": only for a path without it */

@@ -302,7 +302,16 @@ static void hosts(void)
     const char *bad[] = { "a/b", "a b", "a\tb", "a:b", "a:99999999", "[::1", "[::1]x", "[g::]", "a\"b", "a<b",
                           "a@b", ".", "a:80:80", "\x7f", "a\\b", "a?b", "a#b" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECKF(host_normalize(bad[i], h, sizeof h) < 0, "'%s' got through", bad[i]);
+        CHECKF(host_normalize(bad[i], h, sizeof h) < 0 && host_length(bad[i]) < 0, "'%s' got through", bad[i]);
+    /* host_length checks as host_normalize does (a one-site listener asks only it). */
+    const char *more_bad[] = { ".example", "a..b", "a.b..", "\x80.test", "a:123456", "[::1]:80x", "[::1" };
+    for (size_t i = 0; i < sizeof more_bad / sizeof more_bad[0]; i++)
+        CHECKF(host_normalize(more_bad[i], h, sizeof h) < 0 && host_length(more_bad[i]) < 0, "'%s' got through",
+               more_bad[i]);
+    CHECK(host_length("Example.COM.:443") == 11 && host_length("[::1]:80") == 5 && host_length("a:") == 1 &&
+          host_length("") == 0 && host_length(NULL) == 0);
+    CHECK(host_normalize("[2001:DB8::A]", h, sizeof h) == 13 && !strcmp(h, "[2001:db8::a]"));
+    CHECK(host_normalize("example.com", h, 11) < 0 && host_normalize("example.com", h, 12) == 11);
     char longest[300];
     memset(longest, 'a', sizeof longest - 1);
     longest[sizeof longest - 1] = 0;

@@ -130,12 +130,21 @@ static void path_decode_refuses_dot_segments_in_one_pass(void)
     };
     char out[64];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECKF(path_decode(bad[i], out, sizeof out) == -1, "%s decoded to '%s'", bad[i], out);
+        CHECKF(path_decode(bad[i], out, sizeof out, NULL) == -1, "%s decoded to '%s'", bad[i], out);
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
-        CHECKF(path_decode(good[i].in, out, sizeof out) == (int)strlen(good[i].out) && !strcmp(out, good[i].out),
-               "%s -> '%s', want '%s'",
-               good[i].in, out, good[i].out);
-    CHECK(path_decode("/abcdefgh", out, 8) == -1);         /* longer than the room */
+        CHECKF(path_decode(good[i].in, out, sizeof out, NULL) == (int)strlen(good[i].out) && !strcmp(out, good[i].out),
+               "%s -> '%s', want '%s'", good[i].in, out, good[i].out);
+    /* dotted: a segment that begins with a dot, wherever it is (the dotfile check trusts it). */
+    static const struct { const char *in; bool dotted; } dots[] = {
+        { "/a.b/c.d", false }, { "/.env", true }, { "/a/.git/config", true }, { "/a/.x", true },
+        { "/a%2f.x", true }, { "/..a", true }, { "/a./b", false }, { "/", false },
+    };
+    for (size_t i = 0; i < sizeof dots / sizeof dots[0]; i++) {
+        bool dotted = !dots[i].dotted;
+        CHECKF(path_decode(dots[i].in, out, sizeof out, &dotted) > 0 && dotted == dots[i].dotted, "%s: %d", dots[i].in,
+               dotted);
+    }
+    CHECK(path_decode("/abcdefgh", out, 8, NULL) == -1);         /* longer than the room */
 }
 
 int main(void)

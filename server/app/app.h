@@ -79,8 +79,8 @@ void mime_types_load(const char *path);
 
 /* path.c: the path part of target, percent-decoded, with one leading slash and runs of
  * slashes merged: its length, or -1 on a bad escape, a NUL, a "." or ".." segment, or
- * more than cap bytes. */
-int path_decode(const char *target, char *out, size_t cap);
+ * more than cap bytes.  *dotted (unless dotted is NULL): a segment begins with a dot. */
+int path_decode(const char *target, char *out, size_t cap, bool *dotted);
 /* A segment that begins with a dot (".well-known" aside). */
 bool path_has_dotfile(const char *path);
 /* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */

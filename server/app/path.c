@@ -38,10 +38,12 @@ static bool dot_segment(const char *seg, size_t len)
  * slashes merged (an encoded one too), so that locations match it whatever the spelling.
  * Fails on bad escapes, NUL, and any "." or ".." segment - of the decoded path, so an
  * encoded slash separates segments too.  One pass: each segment is judged as its slash
- * is written.  Returns the length. */
-int path_decode(const char *target, char *out, size_t cap)
+ * is written.  Returns the length; *dotted (if not NULL) says whether a segment begins
+ * with a dot, which path_has_dotfile then judges. */
+int path_decode(const char *target, char *out, size_t cap, bool *dotted)
 {
     size_t n = 0, seg = 1;
+    bool dot = false;
     if (cap < 2)
         return -1;
     out[n++] = '/';
@@ -62,20 +64,24 @@ int path_decode(const char *target, char *out, size_t cap)
         if (ch == '/') {
             if (dot_segment(out + seg, n - 1 - seg))
                 return -1;
+            dot |= out[seg] == '.';
             seg = n;
         }
     }
     out[n] = 0;
+    if (dotted)
+        *dotted = dot || out[seg] == '.';
     return dot_segment(out + seg, n - seg) ? -1 : (int)n;
 }
 
 bool path_has_dotfile(const char *path)
 {
-    for (const char *p = path; (p = strchr(p, '/'));) {
-        p++;
-        if (p[0] == '.' && strncmp(p, ".well-known", 11) != 0)
+    for (const char *p = path; *p; p++) {
+        if (p[0] != '/' || p[1] != '.')
+            continue;              /* a byte at a time: paths are short, a call per segment is not */
+        if (strncmp(p + 1, ".well-known", 11) != 0)
             return true;
-        if (p[0] == '.' && p[11] != '/' && p[11] != 0)
+        if (p[12] != '/' && p[12] != 0)
             return true;           /* ".well-knownX" is a dotfile like any other */
     }
     return false;

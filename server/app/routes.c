@@ -123,40 +123,51 @@ static bool builtin_allowed(const struct request *r, const struct config *cfg)
     return false;
 }
 
+static bool client_allowed(const struct request *r, const struct location *loc)
+{
+    uint8_t client[16];
+    return net_address(req_client(r), client) && access_allows(loc->access, loc->naccess, client);
+}
+
 void app_handle(struct request *r)
 {
     const struct config *cfg = req_config(r);
     const struct site_table *t = config_sites_of(cfg, req_listener(r));
     char host[256], path[2048];
-    int hl = host_normalize(req_authority(r), host, sizeof host);
+    host[0] = 0;
+    /* With one site the host chooses nothing: it is checked, and laid out only for an
+     * answer that names it (a redirect, a return). */
+    bool one_site = t->nsites <= 1;
+    int hl = one_site ? host_length(req_authority(r)) : host_normalize(req_authority(r), host, sizeof host);
     if (hl < 0)
         return reply_text(r, 400, "bad request: the host is not a host name or address\n");
-    const struct site *site = site_for_host(t, host, (size_t)hl);
+    const struct site *site = one_site ? t->dflt : site_for_host(t, host, (size_t)hl);
     if (misdirected(r, t, site, host, (size_t)hl))
         return app_error(r, 421);
     if (cfg->nreal_ip_from)
         realip_apply(r);
-    int pl = path_decode(req_target(r), path, sizeof path - 16);
+    bool dotted;
+    int pl = path_decode(req_target(r), path, sizeof path - 16, &dotted);
     bool bad_path = pl < 0;
     if (bad_path)
         path[0] = '/', path[1] = 0, pl = 1;    /* matched as "/", answered 404 below */
     const struct location *loc = location_for_path(site, path, (size_t)pl, false);
     if (loc->implicit && loc->handler == HANDLER_BUILTIN && !loc->route->open_to_all && !builtin_allowed(r, cfg))
         loc = location_for_path(site, path, (size_t)pl, true);   /* as if the route were not there */
-    uint8_t client[16];
-    bool has_client = net_address(req_client(r), client);
-    if (loc->naccess && loc->implicit && !(has_client && access_allows(loc->access, loc->naccess, client)))
+    if (loc->naccess && loc->implicit && !client_allowed(r, loc))
         loc = location_for_path(site, path, (size_t)pl, true);
     /* Before the location is the request's: the redirect is not the site's answer and
      * carries none of its headers (as nginx's separate port-80 server would not). */
+    if (one_site && hl && (site->https_redirect || loc->handler == HANDLER_RETURN))
+        host_normalize(req_authority(r), host, sizeof host);
     if (site->https_redirect && !req_is_tls(r))
         return https_redirect(r, site, host);
     req_set_location(r, loc);
     if (bad_path)
         return app_error(r, 404);  /* a path that names nothing under any root */
-    if (loc->naccess && !(has_client && access_allows(loc->access, loc->naccess, client)))
+    if (loc->naccess && !client_allowed(r, loc))
         return app_error(r, 403);
-    if (loc->dotfiles == DOTFILES_DENY && path_has_dotfile(path))
+    if (loc->dotfiles == DOTFILES_DENY && dotted && path_has_dotfile(path))
         return app_error(r, 403);
     /* A WebSocket handshake where nothing takes it: refused, not served as a GET
      * (RFC 6455 4.2.1: an error status such as 400). */

@@ -40,7 +40,7 @@ static void probe(const struct config *c, const char *line)
             abort();
         if (!s)
             continue;
-        int pl = path_decode(line, path, sizeof path);
+        int pl = path_decode(line, path, sizeof path, NULL);
         const struct location *loc = location_for_path(s, pl > 0 ? path : "/", pl > 0 ? (size_t)pl : 1, false);
         if (!loc || loc->site != s || loc < s->locations || loc >= s->locations + s->nlocations)
             abort();

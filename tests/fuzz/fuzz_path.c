@@ -58,11 +58,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(target, data, size);
     target[size] = 0;
     char decoded[2048];
-    int dl = path_decode(target, decoded, sizeof decoded);
+    bool dotted;
+    int dl = path_decode(target, decoded, sizeof decoded, &dotted);
     if (dl < 0)
         return 0;
     if (decoded[0] != '/' || strstr(decoded, "//") || (size_t)dl != strlen(decoded))
         abort();                    /* one leading slash, runs merged */
+    if (dotted != (strstr(decoded, "/.") != NULL) || (!dotted && path_has_dotfile(decoded)))
+        abort();                    /* the dotfile check may trust dotted */
     snprintf(rel, sizeof rel, "%s", decoded + 1);
     size_t n = strlen(rel);
     for (size_t i = 0; i <= n; i++) {

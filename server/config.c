@@ -1432,7 +1432,6 @@ static void fill_location(struct config *c, struct vec *roots, struct location *
     l->handler = m->handler;
     l->route = m->route;
     l->ret = m->ret;
-    l->docroot = docroot_for(c, roots, m);
     l->alias = m->alias;
     l->dotfiles = m->dotfiles;
     l->listing = m->listing;
@@ -1445,15 +1444,16 @@ static void fill_location(struct config *c, struct vec *roots, struct location *
     l->errors = m->errors.v;
     l->nerrors = (uint16_t)m->errors.n;
     l->path_len = (uint32_t)strlen(l->path);
-    /* An exact location aliased to a file: its directory is the root, its name the file. */
-    if (l->alias && l->exact && l->handler == HANDLER_STATIC) {
-        const char *slash = strrchr(m->root, '/');
-        if (slash && slash[1]) {
-            struct merged dir = *m;
-            dir.root = slash == m->root ? "/" : dupn(c, m->root, (size_t)(slash - m->root));
-            l->docroot = docroot_for(c, roots, &dir);
-            l->alias_file = slash + 1;
-        }
+    /* An exact location aliased to a file: its directory is the root, its name the file
+     * (the file itself is no root: opening it as one failed the whole configuration). */
+    const char *slash = l->alias && l->exact && l->handler == HANDLER_STATIC ? strrchr(m->root, '/') : NULL;
+    if (slash && slash[1]) {
+        struct merged dir = *m;
+        dir.root = slash == m->root ? "/" : dupn(c, m->root, (size_t)(slash - m->root));
+        l->docroot = docroot_for(c, roots, &dir);
+        l->alias_file = slash + 1;
+    } else {
+        l->docroot = docroot_for(c, roots, m);
     }
 }
 

@@ -94,6 +94,9 @@ site a.test {
     location /static {
         alias = $D/shared/
     }
+    location = /one {
+        alias = $D/shared/one.txt
+    }
     location /app/ {
         alias = $D/spa/
         fallback = /index.html
@@ -295,6 +298,9 @@ echo "$out" | grep -q '>one.txt<' && echo "$out" | grep -qF '&lt;i&gt;&amp;&quot
 check directory_listing_escaped $? "$(echo "$out" | head -c 600)"
 [ "$(code "${ra[@]}" "http://a.test:$P/assets/")" = 404 ]; check directory_listing_off_elsewhere $? "-"
 [ "$(body "${ra[@]}" "http://a.test:$P/files/one.txt")" = one ]; check alias_serves $? "-"
+# An exact location may alias a file (the daemon would not start: the file was opened as a root).
+[ "$(body "${ra[@]}" "http://a.test:$P/one")" = one ] && [ "$(code "${ra[@]}" "http://a.test:$P/one/")" = 404 ]
+check alias_exact_to_a_file $? "$(code "${ra[@]}" "http://a.test:$P/one")"
 # An alias is cut at a segment boundary: /static../ is not the directory above the alias.
 codes="$(code "${ra[@]}" "http://a.test:$P/static/one.txt") $(code "${ra[@]}" "http://a.test:$P/static")"
 codes="$codes $(code --path-as-is "${ra[@]}" "http://a.test:$P/static../a/index.html") $(code "${ra[@]}" "http://a.test:$P/staticx")"

@@ -12,8 +12,11 @@
  *   to c->proto, runs the handlers that became runnable, asks c->proto for output, and
  *   writes it.  Which protocol a connection starts with comes from conn_protocols,
  *   which main sets, so the core names none.
- * - Requests (request.c) belong to their connection; their handlers run in coroutines
- *   of their own, resumed only by the serve loop (conn_run_handlers).
+ * - Requests belong to their connection but are the request runtime's (runtime/): the
+ *   core holds them as conn->requests, NULL while there are none, and reaches them only
+ *   through conn_runtime, which main sets - it runs the handlers that became runnable
+ *   from the serve loop, asks whether any are runnable or open, lets the runtime's
+ *   housekeeping run once a tick, and cancels them all when the connection goes.
  * - The configuration a worker reads (cfg) is its own copy, replaced only between two
  *   events of its loop (worker.c), so a serve step or a handler's turn sees one
  *   configuration throughout. */
@@ -37,7 +40,7 @@
 #include "log.h"
 
 struct conn;
-struct request;
+struct request_set;
 
 /* What a protocol front end does for the core.  Every callback runs in the connection's
  * serve coroutine and must not yield. */
@@ -64,6 +67,19 @@ struct conn_protocols {
     const struct conn_proto *(*after_tls)(const unsigned char *alpn, unsigned len);
 };
 extern struct conn_protocols conn_protocols;
+
+/* What the request runtime does for the core.  Called only for a connection whose
+ * requests is not NULL, from its serve coroutine (run, cancel_all) or the worker's loop
+ * (tick); none of them yields to the caller's caller. */
+struct conn_runtime {
+    void (*run)(struct conn *c);                 /* resume the handlers that became runnable */
+    bool (*runnable)(const struct conn *c);      /* a handler is ready to run */
+    bool (*open)(const struct conn *c);          /* a request is in progress: no idle timeout */
+    void (*tick)(struct conn *c);                /* once a worker tick, parking on */
+    void (*arm_deadlines)(struct conn *c);       /* a step that set deadlines_due is ending */
+    void (*cancel_all)(struct conn *c);          /* the connection is going */
+};
+extern struct conn_runtime conn_runtime;
 
 enum conn_timeout { TIMEOUT_NONE, TIMEOUT_HEAD, TIMEOUT_IDLE, TIMEOUT_WRITE, TIMEOUT_STALLED, TIMEOUT_FORCE };
 
@@ -170,9 +186,7 @@ struct conn {
     void *proto_state;             /* the front end's: struct h2_conn, struct h1_conn */
     SSL *ssl;
     coro *serve;
-    struct request *requests;      /* every request not yet released */
-    struct request *runnable;      /* handlers ready to run, FIFO */
-    struct request *runnable_tail;
+    struct request_set *requests;  /* the runtime's, NULL while there are none */
     struct conn *ready_next;       /* in w->ready while ready is set */
     struct buf out;                /* bytes for the socket; freed whenever it empties */
     struct file_out *file_out;     /* a file range to send after out, or NULL */
@@ -183,8 +197,6 @@ struct conn {
      * when the connection has had no open request. */
     ev_tstamp since;
     ev_tstamp write_blocked_since, last_io;
-    uint32_t open_requests;        /* requests begun and not closed */
-    uint32_t live_handlers;
     uint32_t out_off;              /* how much of out is written (out is bounded far below 4 GiB) */
     int fd;
     uint8_t state;                 /* enum conn_state */
@@ -237,9 +249,7 @@ void conn_abort_stalled(struct conn *c);
 void conn_mark_ready(struct conn *c);
 bool conn_may_park(const struct conn *c);
 void conn_trim_idle(struct conn *c);
-void conn_run_handlers(struct conn *c);     /* request.c: runs the runnable handlers */
-void requests_arm_deadlines(struct conn *c); /* request.c: after a step, for deadlines_due */
-void requests_cancel_all(struct conn *c);   /* request.c: the connection is going */
+static inline bool conn_runnable(const struct conn *c) { return c->requests && conn_runtime.runnable(c); }
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
 /* tlsbatch.c: the socket under ssl, written through a BIO that keeps sealed records for

@@ -225,17 +225,21 @@ static void arm_scavenge(struct worker *w)
 
 #define TICK 1.0
 
-/* Housekeeping once a second: parked connections give back their dead pages, and the
- * application sweeps what it caches. */
+/* Housekeeping once a second: parked connections give back their dead pages, the
+ * request runtime parks handlers that have waited long, and the application sweeps what
+ * it caches. */
 static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct worker *w = t->data;
     ev_tstamp now = ev_now(loop);
     if (cfg.parking)
-        for (struct conn *c = w->conns; c; c = c->next)
+        for (struct conn *c = w->conns; c; c = c->next) {
             if (!c->serve && !c->trimmed && ++c->parked_ticks >= 2)   /* parked a whole tick */
                 conn_trim_idle(c);
+            if (c->requests)
+                conn_runtime.tick(c);
+        }
     if (worker_tick_hook)
         worker_tick_hook(w->id, now, &w->n);
 }

@@ -74,7 +74,7 @@
 #include <strings.h>
 
 #include "httpdate.h"
-#include "proto/frontend.h"
+#include "runtime/runtime.h"
 #include "proto/h1.h"
 #include "proto/h2.h"
 #include "scalloc.h"
@@ -247,7 +247,10 @@ static int on_message_begin(llhttp_t *p)
     struct h1_request *r = sc_calloc(1, sizeof *r);
     if (!r)
         return fail(p, 503);
-    request_init(&r->r, c, &h1_request_ops, "http/1.1");
+    if (request_init(&r->r, c, &h1_request_ops, "http/1.1")) {
+        sc_free(r);
+        return fail(p, 503);
+    }
     h->cur = r;
     h->phase = H1_HEAD;
     h->head_bytes = h->trailer_fields = 0;

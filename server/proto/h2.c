@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "copy.h"
-#include "proto/frontend.h"
+#include "runtime/runtime.h"
 #include "proto/h2.h"
 #include "scalloc.h"
 
@@ -267,7 +267,10 @@ static struct h2_stream *stream_new(struct conn *c, int32_t id)
     memset(s, 0, sizeof *s);
     s->id = id;
     request_set_store(&s->r, s->store, STREAM_BYTES - sizeof *s);
-    request_init(&s->r, c, &stream_ops, c->ssl ? "h2" : "h2c");
+    if (request_init(&s->r, c, &stream_ops, c->ssl ? "h2" : "h2c")) {
+        sc_free(s);
+        return NULL;
+    }
     return s;
 }
 

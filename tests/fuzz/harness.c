@@ -25,6 +25,7 @@
 #include "log.h"
 #include "mem.h"
 #include "proto/detect.h"
+#include "runtime/runtime.h"
 
 static struct worker worker;
 
@@ -67,6 +68,7 @@ void fuzz_daemon_init(void)
     if (access_log_open(""))
         abort();
     conn_protocols.cleartext = &detect_proto;
+    conn_runtime = request_runtime;
     /* The fuzzers run under ASan, whose frames are larger: twice the default stack, as
      * the daemon's sanitizer builds take (core/worker.c). */
     struct coro_options co = { .stack_size = 2 * cfg.coro_stack_size };

@@ -1,7 +1,7 @@
 /* Requests and their handler coroutines: the runtime behind request.h, protocol-neutral.
  *
  * A handler runs in a coroutine of its own and is resumed only by its connection's serve
- * loop (conn_run_handlers), never from inside a protocol callback.  When it must wait -
+ * loop (conn_runtime.run), never from inside a protocol callback.  When it must wait -
  * for request body, for room in its output, for a timer - it records why and yields;
  * whatever ends the wait (body arriving, the front end taking output, the timer, the
  * exchange closing) queues it as runnable and wakes the connection.  Waiting handlers
@@ -19,9 +19,10 @@
  * new response's write deadline is armed only as the serve step that began it ends, when
  * a small response has all gone out and needs none.
  *
- * The request's life is enum req_state (see proto/frontend.h), changed only by
- * set_state; a request is freed in one place, release, which stops its timer whether it
- * is active or expired and waiting to run. */
+ * The request's life is enum req_state (see runtime.h), changed only by set_state; a
+ * request is freed in one place, release, which stops its timer whether it is active or
+ * expired and waiting to run.  A connection's struct request_set exists from its first
+ * request to the release of its last, so a connection with none pays a pointer. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -34,7 +35,7 @@
 #include "copy.h"
 #include "fieldcopy.h"
 #include "httpdate.h"
-#include "proto/frontend.h"
+#include "runtime/runtime.h"
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
@@ -48,8 +49,11 @@ void request_set_logger(void (*log)(const struct request *r)) { request_log_hook
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 
-void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol)
+int request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol)
 {
+    if (!c->requests && !(c->requests = sc_calloc(1, sizeof *c->requests)))
+        return -1;
+    struct request_set *rs = c->requests;
     r->c = c;
     r->ops = ops;
     r->protocol = protocol;
@@ -60,10 +64,11 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
     r->started = r->in_progress = r->out_progress = ev_now(c->w->loop);
     ev_init(&r->timer, on_timer);
     r->timer.data = r;
-    r->next = c->requests;
-    if (c->requests)
-        c->requests->prev = r;
-    c->requests = r;
+    r->next = rs->all;
+    if (rs->all)
+        rs->all->prev = r;
+    rs->all = r;
+    return 0;
 }
 
 /* Which known field a name is, or -1: by length first, so most names cost one switch
@@ -166,12 +171,18 @@ bool request_add_header(struct request *r, const char *name, size_t nlen, const 
 static void release(struct request *r)
 {
     struct conn *c = r->c;
+    struct request_set *rs = c->requests;
     if (r->prev)
         r->prev->next = r->next;
     else
-        c->requests = r->next;
+        rs->all = r->next;
     if (r->next)
         r->next->prev = r->prev;
+    /* The last one: none is queued (a queued request is not released) and none open. */
+    if (!rs->all) {
+        sc_free(rs);
+        c->requests = NULL;
+    }
     /* Unconditionally: a timer that expired but has not run yet is pending, not active,
      * and would run on freed memory. */
     if (ev_is_active(&r->timer) || ev_is_pending(&r->timer))
@@ -210,12 +221,12 @@ static void make_runnable(struct request *r)
         return;
     r->queued = true;
     r->next_runnable = NULL;
-    struct conn *c = r->c;
-    if (c->runnable_tail)
-        c->runnable_tail->next_runnable = r;
+    struct request_set *rs = r->c->requests;
+    if (rs->runnable_tail)
+        rs->runnable_tail->next_runnable = r;
     else
-        c->runnable = r;
-    c->runnable_tail = r;
+        rs->runnable = r;
+    rs->runnable_tail = r;
 }
 
 static const char *known(const struct request *r, enum known_field k)
@@ -285,8 +296,8 @@ int request_start(struct request *r)
     r->handler = coro_create(handler_main, r, 0);
     if (!r->handler)
         return -1;
-    c->open_requests++;
-    c->live_handlers++;
+    c->requests->open++;
+    c->requests->live++;
     counter_add(&c->w->n.handler_coroutines, 1);
     set_state(r, REQ_HANDLING);
     make_runnable(r);
@@ -298,7 +309,7 @@ static void handler_finished(struct request *r)
 {
     struct conn *c = r->c;
     r->handler = NULL;
-    c->live_handlers--;
+    c->requests->live--;
     counter_add(&c->w->n.handler_coroutines, -1);
     if (r->state == REQ_ORPHANED) {
         set_state(r, REQ_DONE);
@@ -331,7 +342,7 @@ void request_closed(struct request *r)
         r->ended = ev_time();       /* not ev_now: the loop's clock stands still within an iteration */
         request_log_hook(r);
     }
-    if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0 && !c->head_due)
+    if (r->state != REQ_RECEIVING && c->requests->open && --c->requests->open == 0 && !c->head_due)
         c->since = ev_now(c->w->loop);
     if (r->state == REQ_HANDLING) {
         set_state(r, REQ_ORPHANED);
@@ -349,13 +360,15 @@ void request_refused(struct request *r, int status, uint64_t body_bytes)
     request_closed(r);
 }
 
-void conn_run_handlers(struct conn *c)
+/* conn_runtime.run.  A handler's end or a release may free the set: read again each time. */
+static void run_handlers(struct conn *c)
 {
+    struct request_set *rs;
     struct request *r;
-    while ((r = c->runnable)) {
-        c->runnable = r->next_runnable;
-        if (!c->runnable)
-            c->runnable_tail = NULL;
+    while ((rs = c->requests) && (r = rs->runnable)) {
+        rs->runnable = r->next_runnable;
+        if (!rs->runnable)
+            rs->runnable_tail = NULL;
         r->queued = false;
         if (r->handler && !coro_resume(r->handler, NULL))
             handler_finished(r);
@@ -532,7 +545,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
         r->nresp = was_fields;
         return -1;
     }
-    /* The write deadline is armed as the serve step ends (requests_arm_deadlines), and
+    /* The write deadline is armed as the serve step ends (conn_runtime.arm_deadlines), and
      * only if the response has not all gone by then - most small ones have, and cost no
      * timer at all. */
     r->c->deadlines_due = true;
@@ -695,10 +708,10 @@ void request_sent_all(struct request *r) { r->sent_all = true; }
 
 /* ---- deadlines and sleeping ---- */
 
-void requests_arm_deadlines(struct conn *c)
+static void arm_deadlines(struct conn *c)
 {
     c->deadlines_due = false;
-    for (struct request *r = c->requests; r; r = r->next)
+    for (struct request *r = c->requests->all; r; r = r->next)
         if (r->responded && !r->sent_all)
             request_arm_timer(r);
 }
@@ -822,24 +835,25 @@ struct header req_header_at(const struct request *r, size_t i)
 }
 
 /* The connection is going: every request is closed, each handler still running learns
- * it at its next call (one more turn ends most), and one that does not is dropped. */
-void requests_cancel_all(struct conn *c)
+ * it at its next call (one more turn ends most), and one that does not is dropped.  Each
+ * release takes one from the set, and the last one frees it. */
+static void cancel_all(struct conn *c)
 {
     for (int round = 0; c->requests && round < 4; round++) {
-        for (struct request *r = c->requests, *next; r; r = next) {
+        for (struct request *r = c->requests->all, *next; r; r = next) {
             next = r->next;
             request_closed(r);
         }
-        conn_run_handlers(c);
+        run_handlers(c);
     }
     while (c->requests) {
-        struct request *r = c->requests;
+        struct request *r = c->requests->all;
         if (r->handler) {
             log_msg(LOG_WARN, "%s: handler of %s ignored its cancellation; dropped", conn_peer(c),
                     r->target ? r->target : "-");
             coro_destroy(r->handler);
             r->handler = NULL;
-            c->live_handlers--;
+            c->requests->live--;
             counter_add(&c->w->n.handler_coroutines, -1);
         }
         r->queued = false;
@@ -848,5 +862,13 @@ void requests_cancel_all(struct conn *c)
         else
             release(r);
     }
-    c->runnable = c->runnable_tail = NULL;
 }
+
+static bool any_runnable(const struct conn *c) { return c->requests->runnable != NULL; }
+static bool any_open(const struct conn *c) { return c->requests->open || c->requests->live; }
+static void tick(struct conn *c) { (void)c; }
+
+const struct conn_runtime request_runtime = {
+    .run = run_handlers, .runnable = any_runnable, .open = any_open, .tick = tick, .arm_deadlines = arm_deadlines,
+    .cancel_all = cancel_all,
+};

@@ -1,5 +1,5 @@
-/* What the protocol front ends share: the request as they fill and drain it, and the
- * calls the request runtime (request.c) makes back into them.
+/* The request runtime: requests and their handler coroutines between the protocol front
+ * ends below it and the application's routes above (request.h).
  *
  * A front end creates a request when a head begins (request_init), adds the head's
  * fields (request_add_header: pseudo-headers :method, :path, :authority first), starts
@@ -11,9 +11,13 @@
  *   RECEIVING --start--> HANDLING --handler returns--> DRAINING --closed--> DONE
  *       |                    |                                              ^
  *       +---closed-----------+--closed--> ORPHANED --handler returns--------+
- */
-#ifndef H2PARK_FRONTEND_H
-#define H2PARK_FRONTEND_H
+ *
+ * The connection core knows none of this: a connection's requests are a struct
+ * request_set it only holds (conn->requests), and it reaches them through struct
+ * conn_runtime, which main sets to request_runtime.  Handlers that wait long are parked
+ * by the runtime alone (park.c). */
+#ifndef H2PARK_RUNTIME_H
+#define H2PARK_RUNTIME_H
 
 #include <string.h>
 
@@ -41,16 +45,24 @@ enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DO
 
 enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
 
+/* A connection's requests (conn->requests), from its first request to its last. */
+struct request_set {
+    struct request *all;                  /* every request not yet released */
+    struct request *runnable, *runnable_tail;   /* handlers ready to run, FIFO */
+    uint32_t open;                        /* requests begun and not closed */
+    uint32_t live;                        /* handlers not finished */
+};
+
 struct request {
     struct conn *c;
     const struct request_ops *ops;
     const char *protocol;
-    struct request *next, *prev;          /* in c->requests */
+    struct request *next, *prev;          /* in the set's all */
     struct request *next_runnable;
     coro *handler;
     uint8_t state;                        /* enum req_state */
     uint8_t wait;                         /* enum req_wait */
-    bool queued;                          /* in c->runnable */
+    bool queued;                          /* in the set's runnable */
     bool too_large;                       /* the head passed max_header_list_size */
     bool body_eof;                        /* the request body ended */
     bool responded, out_eof, sent_all;    /* head submitted; body ended; all of it sent */
@@ -108,7 +120,8 @@ static inline bool request_resp_field(const struct request *r, size_t *off, stru
 }
 #define RESP_FIELD_OVERHEAD 10      /* the two lengths and the two NULs */
 
-void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol);
+/* -1 without memory (the front end then frees r and refuses the exchange). */
+int request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol);
 /* Gives r cap bytes at mem, which live as long as r, for its head and response fields. */
 void request_set_store(struct request *r, char *mem, size_t cap);
 /* One field of the head; false once the head is over max_header_list_size (the rest
@@ -141,6 +154,9 @@ void request_arm_timer(struct request *r);
 
 /* Appended to the access log when the exchange ends (set by the application). */
 extern void (*request_log_hook)(const struct request *r);
+
+/* What the core calls (main.c: conn_runtime = request_runtime). */
+extern const struct conn_runtime request_runtime;
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 

@@ -62,6 +62,7 @@ struct config {
     size_t coro_stack_size;
     bool coro_guard_pages;
     bool coro_paint;
+    bool park_handlers_at_once;   /* H2PARK_DEBUG=parkhandlersatonce=1: every wait parks (tests) */
     const char *parking_source;   /* which setting decided parking, for the log */
     char user[64];                /* drop to this user after binding; "" = stay */
     char root_from[160];          /* where root was set: "site.conf:3", "command line", ... */

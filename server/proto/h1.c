@@ -121,6 +121,9 @@ struct h1_conn {
 static const llhttp_settings_t *parser_settings(void);
 extern const struct request_ops h1_request_ops;
 
+/* What a waiting HTTP/1.1 request holds beside its connection: keep it in the 480-byte class. */
+_Static_assert(sizeof(struct h1_request) <= 480, "struct h1_request outgrew its size class");
+
 static struct h1_conn *H(const struct conn *c) { return c->proto_state; }
 static struct h1_request *R(struct request *r) { return container_of(r, struct h1_request, r); }
 
@@ -247,7 +250,7 @@ static int on_message_begin(llhttp_t *p)
     struct h1_request *r = sc_calloc(1, sizeof *r);
     if (!r)
         return fail(p, 503);
-    if (request_init(&r->r, c, &h1_request_ops, "http/1.1")) {
+    if (request_init(&r->r, c, &h1_request_ops, REQ_HTTP1)) {
         sc_free(r);
         return fail(p, 503);
     }
@@ -805,6 +808,7 @@ static int write_head(struct conn *c, struct h1_request *r)
     p = put(p, "\r\n", 2);
     c->out.len = (size_t)(p - c->out.data);
     r->head_sent = true;
+    request_head_sent(q);
     return 0;
 }
 

@@ -267,7 +267,7 @@ static struct h2_stream *stream_new(struct conn *c, int32_t id)
     memset(s, 0, sizeof *s);
     s->id = id;
     request_set_store(&s->r, s->store, STREAM_BYTES - sizeof *s);
-    if (request_init(&s->r, c, &stream_ops, c->ssl ? "h2" : "h2c")) {
+    if (request_init(&s->r, c, &stream_ops, c->ssl ? REQ_H2 : REQ_H2C)) {
         sc_free(s);
         return NULL;
     }
@@ -580,6 +580,10 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
         /* NO_ERROR only asks the client to stop sending a body nobody reads (8.1). */
         if (frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
             count_reset(c);
+    } else if (frame->hd.type == NGHTTP2_HEADERS && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+        if (s)
+            request_head_sent(&s->r);      /* packed: nghttp2 is done with r->resp */
     } else if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
                (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);

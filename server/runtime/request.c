@@ -49,16 +49,16 @@ void request_set_logger(void (*log)(const struct request *r)) { request_log_hook
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 
-int request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol)
+int request_init(struct request *r, struct conn *c, const struct request_ops *ops, enum req_protocol protocol)
 {
     if (!c->requests && !(c->requests = sc_calloc(1, sizeof *c->requests)))
         return -1;
     struct request_set *rs = c->requests;
     r->c = c;
     r->ops = ops;
-    r->protocol = protocol;
+    r->protocol = (uint8_t)protocol;
     r->state = REQ_RECEIVING;
-    r->file_fd = -1;
+    r->src.fd = -1;
     r->content_length = -1;
     r->out_length = BODY_NONE;
     r->started = r->in_progress = r->out_progress = ev_now(c->w->loop);
@@ -97,15 +97,16 @@ static inline __attribute__((always_inline)) int known_field(const char *name, s
 
 void request_set_store(struct request *r, char *mem, size_t cap)
 {
-    r->store = mem;
-    r->store_cap = (uint32_t)cap;
+    r->store_off = (uint16_t)(mem - (char *)r);
+    r->store_cap = (uint16_t)cap;
     r->store_used = 0;
 }
 
+static char *store(const struct request *r) { return (char *)(uintptr_t)r + r->store_off; }
+
 static bool in_store(const struct request *r, const struct buf *b)
 {
-    /* An HTTP/1.1 request has no store: r->store + 0 on a null store is undefined. */
-    return b->data && r->store && b->data >= r->store && b->data < r->store + r->store_cap;
+    return b->data && r->store_cap && b->data >= store(r) && b->data < store(r) + r->store_cap;
 }
 
 /* buf_reserve for the head and the response fields: the first reservation takes the
@@ -118,7 +119,7 @@ static int reserve(struct request *r, struct buf *b, size_t need, size_t first)
     if (!b->data) {
         size_t left = r->store_cap - r->store_used;
         if (need <= left) {
-            b->data = r->store + r->store_used;
+            b->data = store(r) + r->store_used;
             b->cap = left;
             r->store_used = r->store_cap;
             return 0;
@@ -271,9 +272,8 @@ int request_start(struct request *r)
      * added later moves the head to the heap, as growing it would anyway). */
     if (in_store(r, &r->hdr)) {
         r->hdr.cap = r->hdr.len;
-        r->store_used = (uint32_t)((r->hdr.data - r->store) + ((r->hdr.len + 7) & ~(size_t)7));
-        if (r->store_used > r->store_cap)
-            r->store_used = r->store_cap;
+        size_t used = (size_t)(r->hdr.data - store(r)) + ((r->hdr.len + 7) & ~(size_t)7);
+        r->store_used = (uint16_t)(used < r->store_cap ? used : r->store_cap);
     }
     r->method = known(r, KF_METHOD);
     r->target = known(r, KF_PATH);
@@ -370,10 +370,17 @@ static void run_handlers(struct conn *c)
         if (!rs->runnable)
             rs->runnable_tail = NULL;
         r->queued = false;
-        if (r->handler && !coro_resume(r->handler, NULL))
+        if (!r->handler) {
+            if (r->state == REQ_DONE)
+                release(r);         /* closed while it was queued */
+            continue;
+        }
+        if (r->parked)
+            request_unpark(r);
+        if (!coro_resume(r->handler, NULL))
             handler_finished(r);
-        else if (r->state == REQ_DONE)
-            release(r);             /* closed while it was queued */
+        else if (cfg.park_handlers_at_once && r->wait != WAIT_NONE && !r->queued)
+            request_park(r);
     }
 }
 
@@ -381,6 +388,7 @@ static void run_handlers(struct conn *c)
 static void wait_for(struct request *r, enum req_wait why)
 {
     r->wait = (uint8_t)why;
+    r->waited_ticks = 0;
     coro_yield(NULL);
     r->wait = WAIT_NONE;
 }
@@ -414,7 +422,7 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len)
         if (avail) {
             size_t n = avail < len ? avail : len;
             memcpy(buf, r->body.data + r->body_off, n);
-            r->body_off += n;
+            r->body_off += (uint32_t)n;
             if (r->body_off == r->body.len) {
                 buf_free(&r->body);
                 r->body_off = 0;
@@ -521,7 +529,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     if (reserve(r, &r->resp, need, 0))
         return -1;
     size_t was = r->resp.len;
-    uint32_t was_fields = r->nresp;
+    uint16_t was_fields = r->nresp;
     char *p = r->resp.data + r->resp.len;
     memcpy(p, lead, lead_len);
     p += lead_len;
@@ -532,7 +540,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     for (size_t i = 0; i < n; i++)
         p = put_field(p, h[i].name, len[2 * i], h[i].value, len[2 * i + 1]);
     r->resp.len = (size_t)(p - r->resp.data);
-    r->nresp += (uint32_t)n + lead_n + (pre ? pre->n : 0);
+    r->nresp = (uint16_t)(r->nresp + n + lead_n + (pre ? pre->n : 0));
     r->status = status;
     r->out_length = length;
     r->responded = true;
@@ -561,8 +569,6 @@ int req_respond_file_with(struct request *r, int status, const struct req_fields
                           size_t n, const struct body_source *src, int64_t off, int64_t len)
 {
     r->src = *src;
-    r->file_fd = src->fd;
-    r->file_mem = src->mem;
     r->file_off = off;
     r->file_left = r->head ? 0 : len;
     return respond(r, status, pre, h, n, len);
@@ -623,7 +629,7 @@ int req_simple(struct request *r, int status, const char *content_type, const vo
 
 size_t request_out_avail(const struct request *r)
 {
-    if (r->file_fd >= 0 || r->file_mem)
+    if (r->src.fd >= 0 || r->src.mem)
         return (size_t)r->file_left;
     return r->outb.len - r->outb_off;
 }
@@ -647,7 +653,7 @@ static int file_read(struct request *r, char *dst, size_t n)
             if (want > FILE_BOUNCE)
                 want = FILE_BOUNCE;
         }
-        ssize_t k = pread(r->file_fd, to, want, pos);
+        ssize_t k = pread(r->src.fd, to, want, pos);
         if (k <= 0) {
             if (k < 0 && errno == EINTR)
                 continue;
@@ -663,14 +669,14 @@ static int file_read(struct request *r, char *dst, size_t n)
 
 int request_out_take(struct request *r, char *dst, size_t n)
 {
-    if (r->file_mem) {
-        copy_apart(dst, r->file_mem + r->file_off, n);
-    } else if (r->file_fd >= 0) {
+    if (r->src.mem) {
+        copy_apart(dst, (const char *)r->src.mem + r->file_off, n);
+    } else if (r->src.fd >= 0) {
         if (file_read(r, dst, n))
             return -1;
     } else {
         copy_apart(dst, r->outb.data + r->outb_off, n);
-        r->outb_off += n;
+        r->outb_off += (uint32_t)n;
         if (r->outb_off == r->outb.len) {
             buf_free(&r->outb);
             r->outb_off = 0;
@@ -678,7 +684,7 @@ int request_out_take(struct request *r, char *dst, size_t n)
         if (r->wait == WAIT_WRITE)
             make_runnable(r);
     }
-    if (r->file_fd >= 0 || r->file_mem) {
+    if (r->src.fd >= 0 || r->src.mem) {
         r->file_off += (int64_t)n;
         r->file_left -= (int64_t)n;
     }
@@ -691,10 +697,10 @@ bool request_out_finished(const struct request *r) { return r->out_eof && reques
 
 bool request_out_file(struct request *r, struct conn *c)
 {
-    if (r->file_fd < 0 || r->file_mem || r->file_left <= 0 || !r->src.hold)
+    if (r->src.fd < 0 || r->src.mem || r->file_left <= 0 || !r->src.hold)
         return false;
     uint64_t n = (uint64_t)r->file_left;
-    if (conn_file_out(c, r->file_fd, r->file_off, n, r->src.release, r->src.arg))
+    if (conn_file_out(c, r->src.fd, r->file_off, n, r->src.release, r->src.arg))
         return false;
     r->src.hold(r->src.arg);
     r->bytes_sent += n;
@@ -705,6 +711,36 @@ bool request_out_file(struct request *r, struct conn *c)
 }
 
 void request_sent_all(struct request *r) { r->sent_all = true; }
+void request_head_sent(struct request *r) { r->head_out = true; }
+
+void request_shrink(struct request *r)
+{
+    /* The head is complete (request_start ran): its fields only, without the room
+     * HEAD_RESERVE left for more.  The three pointers into it move with it. */
+    if (r->hdr.len && !in_store(r, &r->hdr)) {
+        size_t m = r->method ? (size_t)(r->method - r->hdr.data) : 0, t = r->target ? (size_t)(r->target - r->hdr.data) : 0,
+               a = r->authority ? (size_t)(r->authority - r->hdr.data) : 0;
+        buf_fit(&r->hdr);
+        if (r->method)
+            r->method = r->hdr.data + m;
+        if (r->target)
+            r->target = r->hdr.data + t;
+        if (r->authority)
+            r->authority = r->hdr.data + a;
+    }
+    /* The response's fields, once the front end has packed them into bytes. */
+    if (r->head_out)
+        free_buf(r, &r->resp);
+    /* Output waiting for the peer: what is unsent, not what went out before it. */
+    if (r->outb_off) {
+        memmove(r->outb.data, r->outb.data + r->outb_off, r->outb.len - r->outb_off);
+        r->outb.len -= r->outb_off;
+        r->outb_off = 0;
+        buf_fit(&r->outb);
+    }
+    if (r->body.len == r->body_off)
+        buf_free(&r->body), r->body_off = 0;
+}
 
 /* ---- deadlines and sleeping ---- */
 
@@ -804,7 +840,11 @@ void req_sleep(struct request *r, double seconds)
 const char *req_method(const struct request *r) { return r->method; }
 const char *req_target(const struct request *r) { return r->target; }
 const char *req_authority(const struct request *r) { return r->authority ? r->authority : ""; }
-const char *req_protocol(const struct request *r) { return r->protocol; }
+const char *req_protocol(const struct request *r)
+{
+    static const char *const names[] = { [REQ_HTTP1] = "http/1.1", [REQ_H2] = "h2", [REQ_H2C] = "h2c" };
+    return names[r->protocol];
+}
 const char *req_peer(const struct request *r) { return conn_peer(r->c); }
 const char *req_peer_address(const struct request *r) { return conn_peer_address(r->c); }
 const struct sockaddr *req_peer_sockaddr(const struct request *r) { return &r->c->peer.sa; }
@@ -851,7 +891,10 @@ static void cancel_all(struct conn *c)
         if (r->handler) {
             log_msg(LOG_WARN, "%s: handler of %s ignored its cancellation; dropped", conn_peer(c),
                     r->target ? r->target : "-");
-            coro_destroy(r->handler);
+            if (r->parked)
+                request_drop_parked(r);
+            else
+                coro_destroy(r->handler);
             r->handler = NULL;
             c->requests->live--;
             counter_add(&c->w->n.handler_coroutines, -1);
@@ -866,9 +909,7 @@ static void cancel_all(struct conn *c)
 
 static bool any_runnable(const struct conn *c) { return c->requests->runnable != NULL; }
 static bool any_open(const struct conn *c) { return c->requests->open || c->requests->live; }
-static void tick(struct conn *c) { (void)c; }
-
 const struct conn_runtime request_runtime = {
-    .run = run_handlers, .runnable = any_runnable, .open = any_open, .tick = tick, .arm_deadlines = arm_deadlines,
-    .cancel_all = cancel_all,
+    .run = run_handlers, .runnable = any_runnable, .open = any_open, .tick = request_park_waiting,
+    .arm_deadlines = arm_deadlines, .cancel_all = cancel_all,
 };

@@ -268,12 +268,17 @@ static void *handler_main(void *arg)
 int request_start(struct request *r)
 {
     struct conn *c = r->c;
-    /* The head is complete: what it left of the store is the response fields' (a field
-     * added later moves the head to the heap, as growing it would anyway). */
+    /* The head is complete.  In the store: what it left there is the response fields'
+     * (a field added later moves the head to the heap, as growing it would anyway).  On
+     * the heap: its fields in an object of their size, not in the room HEAD_RESERVE left
+     * for more - a waiting request keeps them for as long as it waits.  Now or never:
+     * from here on the handler holds pointers into them. */
     if (in_store(r, &r->hdr)) {
         r->hdr.cap = r->hdr.len;
         size_t used = (size_t)(r->hdr.data - store(r)) + ((r->hdr.len + 7) & ~(size_t)7);
         r->store_used = (uint16_t)(used < r->store_cap ? used : r->store_cap);
+    } else {
+        buf_fit(&r->hdr);
     }
     r->method = known(r, KF_METHOD);
     r->target = known(r, KF_PATH);
@@ -715,20 +720,9 @@ void request_head_sent(struct request *r) { r->head_out = true; }
 
 void request_shrink(struct request *r)
 {
-    /* The head is complete (request_start ran): its fields only, without the room
-     * HEAD_RESERVE left for more.  The three pointers into it move with it. */
-    if (r->hdr.len && !in_store(r, &r->hdr)) {
-        size_t m = r->method ? (size_t)(r->method - r->hdr.data) : 0, t = r->target ? (size_t)(r->target - r->hdr.data) : 0,
-               a = r->authority ? (size_t)(r->authority - r->hdr.data) : 0;
-        buf_fit(&r->hdr);
-        if (r->method)
-            r->method = r->hdr.data + m;
-        if (r->target)
-            r->target = r->hdr.data + t;
-        if (r->authority)
-            r->authority = r->hdr.data + a;
-    }
-    /* The response's fields, once the front end has packed them into bytes. */
+    /* (The head's fields stay where they are: the handler may hold pointers into them;
+     * request_start gave them their size.)  The response's fields go once the front end
+     * has packed them into bytes. */
     if (r->head_out)
         free_buf(r, &r->resp);
     /* Output waiting for the peer: what is unsent, not what went out before it. */

@@ -54,6 +54,9 @@ void fuzz_daemon_init(void)
     }
     cfg.log_level = LOG_ERROR;
     cfg.body_timeout = cfg.write_timeout = 0.05;
+    /* Every handler that waits is parked, its stack poisoned: a fuzzed exchange that made
+     * anything touch a waiting handler's frames is reported. */
+    cfg.park_handlers_at_once = true;
     char root[] = "/tmp/h2park-fuzz-XXXXXX";
     if (!mkdtemp(root))
         abort();

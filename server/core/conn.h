@@ -15,8 +15,9 @@
  * - Requests belong to their connection but are the request runtime's (runtime/): the
  *   core holds them as conn->requests, NULL while there are none, and reaches them only
  *   through conn_runtime, which main sets - it runs the handlers that became runnable
- *   from the serve loop, asks whether any are runnable or open, lets the runtime's
- *   housekeeping run once a tick, and cancels them all when the connection goes.
+ *   (the runtime sets conn->runnable) from the serve loop, asks whether any are open,
+ *   lets the runtime's housekeeping run once a tick, and cancels them all when the
+ *   connection goes.
  * - The configuration a worker reads (cfg) is its own copy, replaced only between two
  *   events of its loop (worker.c), so a serve step or a handler's turn sees one
  *   configuration throughout. */
@@ -72,8 +73,7 @@ extern struct conn_protocols conn_protocols;
  * requests is not NULL, from its serve coroutine (run, cancel_all) or the worker's loop
  * (tick); none of them yields to the caller's caller. */
 struct conn_runtime {
-    void (*run)(struct conn *c);                 /* resume the handlers that became runnable */
-    bool (*runnable)(const struct conn *c);      /* a handler is ready to run */
+    void (*run)(struct conn *c);                 /* conn->runnable: resume the handlers that are */
     bool (*open)(const struct conn *c);          /* a request is in progress: no idle timeout */
     void (*tick)(struct conn *c);                /* once a worker tick, parking on */
     void (*arm_deadlines)(struct conn *c);       /* a step that set deadlines_due is ending */
@@ -210,7 +210,8 @@ struct conn {
     bool shutdown_asked : 1;       /* the daemon is stopping */
     bool served_once : 1;          /* a serve coroutine has run for it */
     bool heard : 1;                /* the protocol has had bytes from the peer */
-    bool deadlines_due : 1;        /* a response began this step: arm its deadline as it ends */
+    bool deadlines_due : 1;        /* the runtime began a response this step: arm_deadlines as it ends */
+    bool runnable : 1;             /* the runtime has a handler ready: the serve loop runs it */
     bool nothing_to_write : 1;     /* the step's last round found the protocol with nothing to produce */
     union {
         struct sockaddr sa;
@@ -249,7 +250,7 @@ void conn_abort_stalled(struct conn *c);
 void conn_mark_ready(struct conn *c);
 bool conn_may_park(const struct conn *c);
 void conn_trim_idle(struct conn *c);
-static inline bool conn_runnable(const struct conn *c) { return c->requests && conn_runtime.runnable(c); }
+static inline bool conn_runnable(const struct conn *c) { return c->runnable; }
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
 /* tlsbatch.c: the socket under ssl, written through a BIO that keeps sealed records for

@@ -151,7 +151,7 @@ static enum step step(struct conn *c)
             c->shutdown_asked = false;
             c->proto->shutdown(c);
         }
-        if (c->requests)
+        if (c->runnable)
             conn_runtime.run(c);
         size_t before = conn_out_pending(c);
         if (c->proto->send(c) < 0)

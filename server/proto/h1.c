@@ -808,7 +808,7 @@ static int write_head(struct conn *c, struct h1_request *r)
     p = put(p, "\r\n", 2);
     c->out.len = (size_t)(p - c->out.data);
     r->head_sent = true;
-    request_head_sent(q);
+    q->head_out = true;
     return 0;
 }
 

@@ -166,6 +166,7 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
 {
     (void)session, (void)stream_id, (void)buf, (void)user_data;
     struct h2_stream *s = source->ptr;
+    s->r.head_out = true;          /* DATA is asked for once HEADERS is packed: r->resp is done with */
     size_t avail = request_out_avail(&s->r);
     if (avail) {
         size_t n = avail < length ? avail : length;
@@ -580,10 +581,6 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
         /* NO_ERROR only asks the client to stop sending a body nobody reads (8.1). */
         if (frame->rst_stream.error_code != NGHTTP2_NO_ERROR)
             count_reset(c);
-    } else if (frame->hd.type == NGHTTP2_HEADERS && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-        struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-        if (s)
-            request_head_sent(&s->r);      /* packed: nghttp2 is done with r->resp */
     } else if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
                (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         struct h2_stream *s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);

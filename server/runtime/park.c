@@ -62,6 +62,10 @@ void request_drop_parked(struct request *r)
 
 void request_park_waiting(struct conn *c)
 {
+    if (!c->requests->all) {
+        request_set_free(c);        /* a whole tick without a request: the pointer is enough */
+        return;
+    }
     for (struct request *r = c->requests->all; r; r = r->next)
         if (r->handler && !r->parked && !r->queued && r->wait != WAIT_NONE && ++r->waited_ticks >= PARK_AFTER_TICKS)
             request_park(r);

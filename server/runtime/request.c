@@ -22,7 +22,8 @@
  * The request's life is enum req_state (see runtime.h), changed only by set_state; a
  * request is freed in one place, release, which stops its timer whether it is active or
  * expired and waiting to run.  A connection's struct request_set exists from its first
- * request to the release of its last, so a connection with none pays a pointer. */
+ * request on, kept between requests (a request costs no allocation for it), until the
+ * connection goes or a tick finds it empty (park.c): an idle connection pays a pointer. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -179,11 +180,6 @@ static void release(struct request *r)
         rs->all = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    /* The last one: none is queued (a queued request is not released) and none open. */
-    if (!rs->all) {
-        sc_free(rs);
-        c->requests = NULL;
-    }
     /* Unconditionally: a timer that expired but has not run yet is pending, not active,
      * and would run on freed memory. */
     if (ev_is_active(&r->timer) || ev_is_pending(&r->timer))
@@ -228,6 +224,7 @@ static void make_runnable(struct request *r)
     else
         rs->runnable = r;
     rs->runnable_tail = r;
+    r->c->runnable = true;
 }
 
 static const char *known(const struct request *r, enum known_field k)
@@ -365,12 +362,12 @@ void request_refused(struct request *r, int status, uint64_t body_bytes)
     request_closed(r);
 }
 
-/* conn_runtime.run.  A handler's end or a release may free the set: read again each time. */
+/* conn_runtime.run. */
 static void run_handlers(struct conn *c)
 {
-    struct request_set *rs;
+    struct request_set *rs = c->requests;
     struct request *r;
-    while ((rs = c->requests) && (r = rs->runnable)) {
+    while ((r = rs->runnable)) {
         rs->runnable = r->next_runnable;
         if (!rs->runnable)
             rs->runnable_tail = NULL;
@@ -387,6 +384,7 @@ static void run_handlers(struct conn *c)
         else if (cfg.park_handlers_at_once && r->wait != WAIT_NONE && !r->queued)
             request_park(r);
     }
+    c->runnable = false;
 }
 
 /* Gives control back to the serve loop until something queues this request again. */
@@ -716,7 +714,6 @@ bool request_out_file(struct request *r, struct conn *c)
 }
 
 void request_sent_all(struct request *r) { r->sent_all = true; }
-void request_head_sent(struct request *r) { r->head_out = true; }
 
 void request_shrink(struct request *r)
 {
@@ -869,19 +866,19 @@ struct header req_header_at(const struct request *r, size_t i)
 }
 
 /* The connection is going: every request is closed, each handler still running learns
- * it at its next call (one more turn ends most), and one that does not is dropped.  Each
- * release takes one from the set, and the last one frees it. */
+ * it at its next call (one more turn ends most), and one that does not is dropped; then
+ * the set goes. */
 static void cancel_all(struct conn *c)
 {
-    for (int round = 0; c->requests && round < 4; round++) {
+    for (int round = 0; c->requests->all && round < 4; round++) {
         for (struct request *r = c->requests->all, *next; r; r = next) {
             next = r->next;
             request_closed(r);
         }
         run_handlers(c);
     }
-    while (c->requests) {
-        struct request *r = c->requests->all;
+    struct request *r;
+    while ((r = c->requests->all)) {
         if (r->handler) {
             log_msg(LOG_WARN, "%s: handler of %s ignored its cancellation; dropped", conn_peer(c),
                     r->target ? r->target : "-");
@@ -899,11 +896,18 @@ static void cancel_all(struct conn *c)
         else
             release(r);
     }
+    request_set_free(c);
 }
 
-static bool any_runnable(const struct conn *c) { return c->requests->runnable != NULL; }
+void request_set_free(struct conn *c)
+{
+    sc_free(c->requests);
+    c->requests = NULL;
+    c->runnable = false;
+}
+
 static bool any_open(const struct conn *c) { return c->requests->open || c->requests->live; }
 const struct conn_runtime request_runtime = {
-    .run = run_handlers, .runnable = any_runnable, .open = any_open, .tick = request_park_waiting,
+    .run = run_handlers, .open = any_open, .tick = request_park_waiting,
     .arm_deadlines = arm_deadlines, .cancel_all = cancel_all,
 };

@@ -73,7 +73,7 @@ struct request {
     bool too_large : 1;                   /* the head passed max_header_list_size */
     bool body_eof : 1;                    /* the request body ended */
     bool head : 1;                        /* a HEAD request */
-    bool head_out : 1;                    /* the response head left (resp is dead) */
+    bool head_out : 1;                    /* the front end is done with resp (it may go) */
     uint16_t nresp;                       /* response fields in resp */
     /* Room the front end allocated with the request (request_set_store), store_off bytes
      * after it: the head, then the response fields, live there while they fit, and cost
@@ -158,7 +158,6 @@ bool request_out_finished(const struct request *r);   /* everything taken, and t
  * conn_file_out_done): false if the body is no such thing. */
 bool request_out_file(struct request *r, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
-void request_head_sent(struct request *r);            /* the head is out of resp for good */
 void request_arm_timer(struct request *r);
 /* Gives back the room a buffer of the request keeps beyond what it holds (park.c: while
  * its handler waits long). */
@@ -172,6 +171,8 @@ void request_park_waiting(struct conn *c);
 void request_park(struct request *r);
 void request_unpark(struct request *r);
 void request_drop_parked(struct request *r);
+/* Frees the connection's request set, which must hold no request. */
+void request_set_free(struct conn *c);
 
 /* Appended to the access log when the exchange ends (set by the application). */
 extern void (*request_log_hook)(const struct request *r);

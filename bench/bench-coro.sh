@@ -31,3 +31,14 @@ END {
     printf "| %s | %s | %s | %s | %s |\n", s, (t[s, "roundtrip"] != "" ? t[s, "roundtrip"] : "-"), (i[s, "roundtrip"] != "" ? i[s, "roundtrip"] : "-"),
       (t[s, "spawn"] != "" ? t[s, "spawn"] : "-"), (i[s, "spawn"] != "" ? i[s, "spawn"] : "-") }
 }' "$RAW" | tee "$OUT/coro-report.md"
+
+# Parking a suspended coroutine (coro_park/coro_unpark), against trimming the pages below
+# its stack pointer and against a shared run stack that copies the live part at every
+# switch.
+"$BUILD/bench/bench_coro" park > "$OUT/coro-park.tsv"
+{
+  echo
+  echo "| live frames (bytes) | park ns | unpark ns | bytes moved (heap object) | stack pages resident before / parked | trim below sp ns | pages kept by trimming | round trip ns | round trip with copy-on-switch ns |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  awk -F'\t' '$1 == "park" { printf "| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 }' "$OUT/coro-park.tsv"
+} | tee -a "$OUT/coro-report.md"

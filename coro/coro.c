@@ -11,7 +11,16 @@
  * the same protocol for the builds that cannot inline the switch (ASan, ucontext).
  * Sanitizers are told about every switch (ASan's and TSan's fiber APIs), and valgrind
  * about every stack, so none of them reports the stack changes as errors; to TSan each
- * coroutine is a fiber, and a switch orders what ran before it before what runs after. */
+ * coroutine is a fiber, and a switch orders what ran before it before what runs after.
+ *
+ * Parking (coro_park) copies the live part of a suspended coroutine's stack, which is
+ * contiguous with its control block above it, into one heap object:
+ *     stack: lo [canary][ ...dead... ][sp: live frames][struct coro] hi
+ *     parked: [struct coro_parked][live frames][struct coro]
+ * and releases the stack's pages; the allocation itself stays the coroutine's.  The
+ * saved stack pointer is the exact lower bound of what is live: below it there is no
+ * red zone to keep (the switch was a call, which already wrote below the caller's
+ * stack pointer).  The canary's page goes with the rest, so unparking writes it again. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,6 +43,7 @@
 #define CORO_ASAN 1
 #endif
 #if CORO_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(__has_feature)
@@ -104,9 +114,20 @@ _Static_assert(offsetof(struct coro, ctx) == offsetof(struct coro_head, sp) &&
                "struct coro must begin like struct coro_head");
 #endif
 
+/* A parked coroutine: the bytes from its stack pointer (rounded down to 16) to the end
+ * of its control block, which is therefore the copy's last sizeof(struct coro) bytes.
+ * The copy of the control block is aligned as it was: the coroutine sits on a 64-byte
+ * boundary, its bytes start 16 bytes into a heap object of a 16-byte multiple class. */
+struct coro_parked {
+    coro *c;                   /* where the bytes go back */
+    uint32_t len;              /* bytes saved */
+    uint32_t size;             /* heap bytes of this object */
+    _Alignas(16) unsigned char bytes[];
+};
+
 /* Per-thread counters, summed by coro_read_counters: written only by their thread. */
 struct counters {
-    uint64_t live, created, stack_bytes;
+    uint64_t live, created, stack_bytes, parked, parked_bytes, parks;
     struct counters *next;
     bool registered;
 };
@@ -147,6 +168,9 @@ static void thread_exit(void *arg)
     exited.created += c->created;
     exited.live += c->live;
     exited.stack_bytes += c->stack_bytes;
+    exited.parked += c->parked;
+    exited.parked_bytes += c->parked_bytes;
+    exited.parks += c->parks;
     struct counters **pp = &registry;
     while (*pp && *pp != c)
         pp = &(*pp)->next;
@@ -192,10 +216,16 @@ void coro_read_counters(struct coro_counters *out)
     out->live = exited.live;
     out->created = exited.created;
     out->stack_bytes = exited.stack_bytes;
+    out->parked = exited.parked;
+    out->parked_bytes = exited.parked_bytes;
+    out->parks = exited.parks;
     for (struct counters *c = registry; c; c = c->next) {
         out->live += __atomic_load_n(&c->live, __ATOMIC_RELAXED);
         out->created += __atomic_load_n(&c->created, __ATOMIC_RELAXED);
         out->stack_bytes += __atomic_load_n(&c->stack_bytes, __ATOMIC_RELAXED);
+        out->parked += __atomic_load_n(&c->parked, __ATOMIC_RELAXED);
+        out->parked_bytes += __atomic_load_n(&c->parked_bytes, __ATOMIC_RELAXED);
+        out->parks += __atomic_load_n(&c->parks, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&registry_lock);
     out->deepest = atomic_load_explicit(&deepest_seen, memory_order_relaxed);
@@ -486,3 +516,118 @@ void coro_destroy(coro *c)
         misuse("coro_destroy", c, "which is running");
     release(c);
 }
+
+/* ---- parking ---- */
+
+/* Where a suspended coroutine's stack pointer was saved. */
+static uintptr_t saved_sp(const coro *c)
+{
+#if !CORO_UCONTEXT
+    return (uintptr_t)c->ctx.sp;
+#elif defined(__x86_64__)
+    return (uintptr_t)c->ctx.uc.uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+    return (uintptr_t)c->ctx.uc.uc_mcontext.sp;
+#else
+    return (uintptr_t)(c->canary + 1);       /* not known here: all of the stack is live */
+#endif
+}
+
+static const struct coro *parked_block(const coro_parked *p)
+{
+    return (const struct coro *)(const void *)(p->bytes + p->len - sizeof(struct coro));
+}
+
+/* A parked stack is out of bounds for everyone: poisoned for ASan, else (CORO_CHECKS)
+ * its whole pages are PROT_NONE.  The guard page, if any, stays PROT_NONE after. */
+static void fence(void *mem, size_t size, uint8_t flags, bool parked)
+{
+#if CORO_ASAN
+    (void)flags;
+    if (parked)
+        __asan_poison_memory_region(mem, size);
+    else
+        __asan_unpoison_memory_region(mem, size);
+#elif CORO_CHECKS
+    uintptr_t lo = ((uintptr_t)mem + os_page() - 1) & ~(os_page() - 1);
+    uintptr_t hi = ((uintptr_t)mem + size) & ~(os_page() - 1);
+    if (!parked && (flags & CORO_GUARDED))
+        lo += os_page();
+    /* Unprotected, a parked stack is only unchecked (mprotect may fail once the process
+     * has too many mappings); the way back must not fail. */
+    if (hi > lo && mprotect((void *)lo, hi - lo, parked ? PROT_NONE : PROT_READ | PROT_WRITE) && !parked) {
+        perror("coro: unprotecting a parked stack");
+        abort();
+    }
+#else
+    (void)mem, (void)size, (void)flags, (void)parked;
+#endif
+}
+
+coro_parked *coro_park(coro *c)
+{
+    if (c->resumer == CORO_FINISHED)
+        misuse("coro_park", c, "which has finished (and was freed)");
+    if (is_running(c))
+        misuse("coro_park", c, "which is running");
+    uintptr_t lo = saved_sp(c) & ~(uintptr_t)15, end = (uintptr_t)c + sizeof *c;
+    if (lo < (uintptr_t)(c->canary + 1) || lo > (uintptr_t)c)
+        misuse("coro_park", c, "whose saved stack pointer lies outside its stack");
+    size_t len = end - lo;
+    coro_parked *p = sc_malloc(sizeof *p + len);
+    if (!p)
+        return NULL;
+    if (c->flags & CORO_PAINTED)
+        measure_depth(c);          /* the paint below goes with the pages */
+    void *mem = c->mem;
+    size_t mem_size = c->mem_size;
+    uint8_t flags = c->flags;
+    p->c = c;
+    p->len = (uint32_t)len;
+    p->size = (uint32_t)sc_usable_size(p);
+#if CORO_ASAN
+    /* The frames' redzones are poisoned; the copy reads them too. */
+    __asan_unpoison_memory_region((void *)lo, len);
+#endif
+    memcpy(p->bytes, (const void *)lo, len);
+    sc_release_pages(mem, mem_size);
+    fence(mem, mem_size, flags, true);
+    bump(&counters.parked, 1);
+    bump(&counters.parked_bytes, p->size);
+    bump(&counters.parks, 1);
+    return p;
+}
+
+/* Lets the stack be touched again and puts the control block back; the frames are the
+ * caller's to restore, or not. */
+static coro *restore_block(coro_parked *p)
+{
+    const struct coro *saved = parked_block(p);
+    coro *c = p->c;
+    fence(saved->mem, saved->mem_size, saved->flags, false);
+    memcpy(c, saved, sizeof *c);
+    bump(&counters.parked, -1);
+    bump(&counters.parked_bytes, -(int64_t)p->size);
+    return c;
+}
+
+coro *coro_unpark(coro_parked *p)
+{
+    coro *c = restore_block(p);
+    uintptr_t lo = (uintptr_t)c + sizeof *c - p->len;
+    memcpy((void *)lo, p->bytes, p->len - sizeof *c);
+    *c->canary = CORO_CANARY;
+    if (c->flags & CORO_PAINTED)
+        memset(c->canary + 1, PAINT_BYTE, lo - (uintptr_t)(c->canary + 1));
+    sc_free(p);
+    return c;
+}
+
+void coro_parked_destroy(coro_parked *p)
+{
+    coro *c = restore_block(p);
+    sc_free(p);
+    release(c);
+}
+
+size_t coro_parked_bytes(const coro_parked *p) { return p->size; }

@@ -43,6 +43,28 @@ uint64_t coro_id(const coro *c);
  * it stands: only for coroutines that hold nothing that needs releasing. */
 void coro_destroy(coro *c);
 
+/* ---- Parking: a coroutine suspended for a while holds only its live stack bytes ----
+ *
+ * coro_park moves a suspended coroutine's live stack - from its saved stack pointer to
+ * the top, with the control block that sits there - into a heap object of that size,
+ * and gives every whole page of the stack back to the OS.  The stack's address range
+ * stays allocated to the coroutine, so coro_unpark copies the bytes back to the same
+ * addresses: pointers into its frames stay valid, and the coroutine is resumed as if
+ * nothing had happened.  Between the two, nothing may read or write the stack or use
+ * the coro pointer (coro_resume, coro_destroy, coro_id): whatever a parked coroutine
+ * waits on must live outside its frames.  That is checked where CORO_CHECKS is on (an
+ * access faults: the stack is PROT_NONE) and under ASan (the stack is poisoned: an
+ * access is reported), so a violation shows at once rather than as a zeroed frame. */
+typedef struct coro_parked coro_parked;
+/* c must be suspended.  NULL if out of memory (c is left as it was). */
+coro_parked *coro_park(coro *c);
+/* The coroutine again, suspended exactly as it was parked; p is freed. */
+coro *coro_unpark(coro_parked *p);
+/* Frees a parked coroutine without running it further (as coro_destroy). */
+void coro_parked_destroy(coro_parked *p);
+/* The heap bytes the parked coroutine holds (its live stack and control block). */
+size_t coro_parked_bytes(const coro_parked *p);
+
 struct coro_options {
     size_t stack_size;         /* default stack size */
     bool guard_pages;          /* PROT_NONE page under each stack, stacks kept in a cache */
@@ -57,6 +79,9 @@ struct coro_counters {
     uint64_t created;          /* all time */
     uint64_t stack_bytes;      /* allocated for live coroutines' stacks */
     uint64_t deepest;          /* deepest stack use seen (needs paint), bytes */
+    uint64_t parked;           /* parked now (coro_park) */
+    uint64_t parked_bytes;     /* heap bytes they hold */
+    uint64_t parks;            /* all time */
 };
 void coro_read_counters(struct coro_counters *out);
 

@@ -33,6 +33,21 @@ int buf_append(struct buf *b, const void *p, size_t n)
     return 0;
 }
 
+void buf_fit(struct buf *b)
+{
+    if (!b->len) {
+        buf_free(b);
+        return;
+    }
+    if (sc_roundup(b->len) >= b->cap)
+        return;
+    char *p = sc_realloc(b->data, b->len);
+    if (!p)
+        return;
+    b->data = p;
+    b->cap = sc_usable_size(p);
+}
+
 void buf_free(struct buf *b)
 {
     if (b->data)                /* most buffers freed are ones never allocated */

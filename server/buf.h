@@ -46,5 +46,8 @@ static inline int u64_parse(const char *s, size_t n, uint64_t max, uint64_t *out
 int buf_reserve(struct buf *b, size_t extra);
 int buf_append(struct buf *b, const void *p, size_t n);
 void buf_free(struct buf *b);
+/* Moves the contents into an object of their own size when that is a smaller one (for a
+ * buffer done growing); the data may move.  Kept as it is if memory is short. */
+void buf_fit(struct buf *b);
 
 #endif

@@ -1294,6 +1294,8 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
             c->parking_source = "H2PARK_DEBUG";
         } else if (!strcmp(key, "corostackpaint")) {
             c->coro_paint = !strcmp(value, "1");
+        } else if (!strcmp(key, "parkhandlersatonce")) {
+            c->park_handlers_at_once = !strcmp(value, "1");
         } else if (warn) {
             warn(key);
         }

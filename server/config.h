@@ -188,6 +188,7 @@ struct config {
     size_t coro_stack_size;
     bool coro_guard_pages;
     bool coro_paint;
+    bool park_handlers_at_once;    /* H2PARK_DEBUG=parkhandlersatonce=1: every wait parks (tests) */
     const char *parking_source;    /* which setting decided parking, for the log */
     char user[64];                 /* drop to this user after binding; "" = stay */
     /* Clients' addresses: believed from these proxies' headers (realip.c). */

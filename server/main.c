@@ -38,6 +38,7 @@
 #include "proto/detect.h"
 #include "proto/h1.h"
 #include "proto/h2.h"
+#include "runtime/runtime.h"
 #include "scalloc.h"
 
 static void usage(FILE *f)
@@ -351,6 +352,7 @@ int main(int argc, char **argv)
     app_init();
     conn_protocols.cleartext = &detect_proto;
     conn_protocols.after_tls = proto_after_tls;
+    conn_runtime = request_runtime;
     worker_tick_hook = tick;
     worker_config_hook = app_configure;
 

@@ -21,6 +21,13 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# In sanitizer builds every handler that waits is parked at once, its stack poisoned
+# until it runs again, so that every end-to-end test finds whatever touches a parked
+# stack (a test that sets H2PARK_DEBUG for one command sets it alone).
+if [ "${SAN:-0}" = 1 ]; then
+  export H2PARK_DEBUG="${H2PARK_DEBUG:+$H2PARK_DEBUG,}parkhandlersatonce=1"
+fi
+
 ok() { echo "ok $1"; }
 fail() { echo "FAIL $1: $2"; }
 check() { # check NAME CONDITION-EXIT-STATUS WHY

@@ -1,11 +1,13 @@
 /* Unit tests of the coroutines: switching, nesting, many suspended coroutines, values
  * in and out, register and floating-point state, stack alignment, release at finish,
- * overflow detection (canary, and guard pages that no frame can step over), and misuse
- * that must abort naming itself. */
+ * overflow detection (canary, and guard pages that no frame can step over), parking
+ * (frames kept at their addresses, pages given back, a parked stack that nobody may
+ * touch), and misuse that must abort naming itself. */
 #define _GNU_SOURCE
 #include <fenv.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -370,6 +372,199 @@ static void guard_page_cannot_be_jumped(void)
     CHECKF(faulted_on_guard(sig, err), "signal %d, stderr: %.300s", sig, err);
 }
 
+
+/* ---- parking ---- */
+
+static volatile unsigned char *parked_frame;   /* a local of the coroutine parked last */
+
+/* A frame of n bytes with a pattern, a pointer into itself and values live across the
+ * yield, checked after the coroutine was parked and unparked. */
+static void *frame_keeper(void *arg)
+{
+    size_t n = (size_t)arg;
+    unsigned char buf[n + 1];
+    for (size_t i = 0; i <= n; i++)
+        buf[i] = (unsigned char)(i * 7 + n);
+    unsigned char *volatile self = buf;
+    parked_frame = buf;
+    volatile double d = (double)n * 1.5;
+    intptr_t got = (intptr_t)coro_yield((void *)1);
+    if (self != buf || d != (double)n * 1.5)
+        return (void *)-1;
+    for (size_t i = 0; i <= n; i++)
+        if (buf[i] != (unsigned char)(i * 7 + n))
+            return (void *)-2;
+    return (void *)(got + 1);
+}
+
+static uint64_t parked_now(void)
+{
+    struct coro_counters k;
+    coro_read_counters(&k);
+    return k.parked;
+}
+
+static void park_keeps_frames(void)
+{
+    static const size_t sizes[] = { 0, 16, 200, 1000, 5000, 20000 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        coro *c = coro_create(frame_keeper, (void *)n, 0);
+        void *io = NULL;
+        CHECK(coro_resume(c, &io) && io == (void *)1);
+        uint64_t before = parked_now();
+        coro_parked *p = coro_park(c);
+        CHECK(p && parked_now() == before + 1);
+        /* The frame, the control block (two ucontext_t in that build) and not much more. */
+        /* A class rounds up by 1/8 at most; sanitizers' frames are larger. */
+        size_t most = (n + (strcmp(coro_switch_kind(), "ucontext") ? 320 : 2304)) * 9 / 8 + (CORO_INLINE_SWITCH ? 128 : 1024);
+        CHECKF(coro_parked_bytes(p) >= n && coro_parked_bytes(p) < most, "%zu bytes for a frame of %zu",
+               coro_parked_bytes(p), n);
+        if (!n)
+            printf("# parked with an empty frame: %zu bytes\n", coro_parked_bytes(p));
+        CHECK(coro_unpark(p) == c && parked_now() == before);
+        io = (void *)41;
+        CHECK(!coro_resume(c, &io));
+        CHECKF(io == (void *)42, "frame of %zu: %p", n, io);
+    }
+}
+
+/* Whole OS pages of the allocation a coroutine's stack lies in: the default stack is a
+ * 32 KiB object of its own class, page-aligned, with the control block in its last page. */
+static size_t resident_stack_pages(const coro *c)
+{
+    uintptr_t hi = ((uintptr_t)c + 4095) & ~(uintptr_t)4095, lo = hi - CORO_DEFAULT_STACK;
+    unsigned char vec[CORO_DEFAULT_STACK / 4096];
+    if (mincore((void *)lo, CORO_DEFAULT_STACK, vec))
+        return (size_t)-1;
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof vec; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+static void park_releases_pages(void)
+{
+    coro *c = coro_create(frame_keeper, (void *)(size_t)6000, 0);
+    CHECK(coro_resume(c, NULL));
+    size_t before = resident_stack_pages(c);
+    CHECKF(before >= 2 && before != (size_t)-1, "%zu pages resident before", before);
+    coro_parked *p = coro_park(c);
+    CHECK(p);
+    /* Under CORO_CHECKS or ASan nothing may look at the stack now, mincore aside. */
+    size_t after = resident_stack_pages(c);
+    CHECKF(after == 0, "%zu of %zu pages still resident", after, before);
+    CHECK(coro_unpark(p) == c);
+    CHECKF(resident_stack_pages(c) <= 4, "%zu pages resident after unparking", resident_stack_pages(c));
+    void *io = (void *)1;
+    CHECK(!coro_resume(c, &io) && io == (void *)2);
+}
+
+static void many_parked(void)
+{
+    enum { N = 2000 };
+    static coro *cs[N];
+    static coro_parked *ps[N];
+    struct coro_counters k0, k1;
+    coro_read_counters(&k0);
+    for (int i = 0; i < N; i++) {
+        cs[i] = coro_create(frame_keeper, (void *)(size_t)(i % 700), 0);
+        CHECK(cs[i] && coro_resume(cs[i], NULL));
+        ps[i] = coro_park(cs[i]);
+        CHECK(ps[i]);
+    }
+    coro_read_counters(&k1);
+    CHECK(k1.parked == k0.parked + N && k1.parks == k0.parks + N && k1.parked_bytes > k0.parked_bytes);
+    for (int i = N - 1; i >= 0; i -= 2)         /* out of order, every other one */
+        CHECK(coro_unpark(ps[i]) == cs[i]);
+    for (int i = 0; i < N; i += 2)
+        CHECK(coro_unpark(ps[i]) == cs[i]);
+    for (int i = 0; i < N; i++) {
+        void *io = (void *)(intptr_t)i;
+        CHECK(!coro_resume(cs[i], &io));
+        CHECKF(io == (void *)(intptr_t)(i + 1), "coroutine %d: %p", i, io);
+    }
+    coro_read_counters(&k1);
+    CHECK(k1.parked == k0.parked && k1.parked_bytes == k0.parked_bytes && k1.live == k0.live);
+}
+
+/* Parked twice in its life, once before it ever ran; destroyed while parked. */
+static void park_before_start_and_destroy(void)
+{
+    coro *c = coro_create(frame_keeper, (void *)(size_t)100, 0);
+    coro_parked *p = coro_park(c);
+    CHECK(p && coro_unpark(p) == c);
+    void *io = NULL;
+    CHECK(coro_resume(c, &io) && io == (void *)1);
+    CHECK((p = coro_park(c)) && coro_unpark(p) == c);
+    io = (void *)7;
+    CHECK(!coro_resume(c, &io) && io == (void *)8);
+    struct coro_counters k0, k1;
+    coro_read_counters(&k0);
+    c = coro_create(frame_keeper, (void *)(size_t)100, 0);
+    CHECK(coro_resume(c, NULL) && (p = coro_park(c)));
+    coro_parked_destroy(p);
+    coro_read_counters(&k1);
+    CHECK(k1.live == k0.live && k1.parked == k0.parked && k1.stack_bytes == k0.stack_bytes);
+}
+
+/* With guard pages (whose lowest page stays PROT_NONE after unparking) and with
+ * painting (which must not mistake the released pages for stack used). */
+static void park_with_guard_and_paint(void)
+{
+    struct coro_options old, opt;
+    coro_get_options(&old);
+    opt = old;
+    opt.guard_pages = true;
+    opt.paint = true;
+    coro_configure(&opt);
+    for (int i = 0; i < 3; i++) {
+        coro *c = coro_create(frame_keeper, (void *)(size_t)3000, 0);
+        CHECK(coro_resume(c, NULL));
+        coro_parked *p = coro_park(c);
+        CHECK(p && coro_unpark(p) == c);
+        void *io = (void *)(intptr_t)i;
+        CHECK(!coro_resume(c, &io) && io == (void *)(intptr_t)(i + 1));
+    }
+    coro_configure(&old);
+    struct coro_counters k;
+    coro_read_counters(&k);
+    CHECKF(k.deepest < 20000, "deepest %llu", (unsigned long long)k.deepest);
+}
+
+/* The detector: a read of a parked coroutine's frame, by a pointer kept from before it
+ * was parked, is reported at once - a fault (CORO_CHECKS) or an ASan report. */
+static void touch_parked_child(void)
+{
+    coro *c = coro_create(frame_keeper, (void *)(size_t)64, 0);
+    coro_resume(c, NULL);
+    coro_parked *p = coro_park(c);
+    dprintf(2, "read %d\n", parked_frame[3]);
+    dprintf(2, "NOT CAUGHT\n");
+    coro_unpark(p);
+}
+
+static void parked_stack_is_fenced(void)
+{
+    if (!CORO_CHECKS && !CHECK_ASAN) {
+        printf("# a parked stack is fenced in CORO_CHECKS=1 and SAN=1 builds\n");
+        return;
+    }
+    char err[2048];
+    int sig = check_run_child(touch_parked_child, err, sizeof err);
+    CHECKF(!strstr(err, "NOT CAUGHT") &&
+               ((CHECK_ASAN && strstr(err, "AddressSanitizer: use-after-poison")) || (!CHECK_ASAN && faulted_on_guard(sig, err))),
+           "signal %d, stderr: %.400s", sig, err);
+}
+
+static void *park_self(void *arg)
+{
+    (void)arg;
+    coro_park(coro_current());
+    return NULL;
+}
+static void park_self_child(void) { coro_resume(coro_create(park_self, NULL, 0), NULL); }
+
 /* Misuse, each in a child that must abort naming it. */
 static char misuse_err[1024];
 static int aborts_saying(void (*fn)(void), const char *want)
@@ -442,6 +637,8 @@ static void misuse_aborts_naming_it(void)
            "%s", misuse_err);
     CHECKF((aborts_saying(destroy_finished_child, "coro_destroy of coroutine") && strstr(misuse_err, "has finished")) ||
                caught_use_after_free(), "%s", misuse_err);
+    CHECKF(aborts_saying(park_self_child, "coro_park of coroutine") && strstr(misuse_err, "which is running"), "%s",
+           misuse_err);
     if (!CORO_CHECKS) {
         printf("# resuming a coroutine that is not suspended is checked with CORO_CHECKS=1 only\n");
         return;
@@ -488,6 +685,12 @@ int main(void)
     RUN(guard_pages_reuse_stacks);
     RUN(overflow_detected);
     RUN(guard_page_cannot_be_jumped);
+    RUN(park_keeps_frames);
+    RUN(park_releases_pages);
+    RUN(many_parked);
+    RUN(park_before_start_and_destroy);
+    RUN(park_with_guard_and_paint);
+    RUN(parked_stack_is_fenced);
     RUN(misuse_aborts_naming_it);
     CHECK_DONE();
 }

@@ -1,13 +1,17 @@
 // go-h2server: the minimal Go net/http HTTP/2 server the idle-memory experiment compares
 // with (the measurement of Go 1.28's http2serveparking used Go's server; this is its pre-parking version, Debian's Go).
 // h2 over TLS when -cert/-key are given (net/http's built-in HTTP/2), h2c with prior
-// knowledge otherwise (golang.org/x/net/http2/h2c).  Static files from -root.
+// knowledge otherwise (golang.org/x/net/http2/h2c); HTTP/1.1 on the same port.  Static
+// files from -root, and /-/delay?ms=N answered after a handler slept N ms (a long poll,
+// for idle-memory --inflight).
 package main
 
 import (
 	"flag"
+	"fmt"
 	"log"
 	"net/http"
+	"strconv"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -20,7 +24,18 @@ func main() {
 	cert := flag.String("cert", "", "TLS certificate (PEM); h2c without it")
 	key := flag.String("key", "", "TLS key (PEM)")
 	flag.Parse()
-	files := http.FileServer(http.Dir(*root))
+	mux := http.NewServeMux()
+	mux.Handle("/", http.FileServer(http.Dir(*root)))
+	mux.HandleFunc("/-/delay", func(w http.ResponseWriter, r *http.Request) {
+		ms, err := strconv.Atoi(r.URL.Query().Get("ms"))
+		if err != nil || ms < 0 || ms > 600000 {
+			http.Error(w, "ms must be 0..600000", http.StatusBadRequest)
+			return
+		}
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		fmt.Fprintf(w, "waited %d ms\n", ms)
+	})
+	var files http.Handler = mux
 	h2 := &http2.Server{IdleTimeout: time.Hour}
 	srv := &http.Server{Addr: *addr, IdleTimeout: time.Hour}
 	if *cert != "" {

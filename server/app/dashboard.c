@@ -19,9 +19,10 @@
 #define DASHBOARD_SAMPLES 600
 #define MAX_RINGS 1024
 
-enum { S_CONNS, S_PARKED, S_SERVE, S_HANDLERS, S_REQUESTS, S_RSS, S_STACK, S_HEAP, S_VALUES };
-static const char *const names[S_VALUES] = { "conns", "parked", "serve", "handlers", "requests_total",
-                                             "rss", "stack", "heap" };
+enum { S_CONNS, S_PARKED, S_SERVE, S_HANDLERS, S_PARKED_HANDLERS, S_PARKED_HANDLER_BYTES, S_REQUESTS, S_RSS,
+       S_STACK, S_HEAP, S_VALUES };
+static const char *const names[S_VALUES] = { "conns", "parked", "serve", "handlers", "parked_handlers",
+                                             "parked_handler_bytes", "requests_total", "rss", "stack", "heap" };
 
 struct slot {
     uint64_t second;                /* when it was taken; 0: never */
@@ -54,6 +55,8 @@ void dashboard_sample(int worker, double now, const struct worker_counters *n)
     store(&s->v[S_PARKED], load(&n->parked_conns));
     store(&s->v[S_SERVE], load(&n->serve_coroutines));
     store(&s->v[S_HANDLERS], load(&n->handler_coroutines));
+    store(&s->v[S_PARKED_HANDLERS], load(&n->parked_handlers));
+    store(&s->v[S_PARKED_HANDLER_BYTES], load(&n->parked_handler_bytes));
     store(&s->v[S_REQUESTS], load(&n->streams_total));
     if (worker == 0) {
         struct sc_stats st;

@@ -94,6 +94,8 @@ static size_t collect(struct figure *f, struct worker_counters *n, struct sc_sta
     f[k++] = (struct figure){ "coroutines", n->serve_coroutines + n->handler_coroutines, false, false };
     f[k++] = (struct figure){ "serve_coroutines", n->serve_coroutines, false, false };
     f[k++] = (struct figure){ "handler_coroutines", n->handler_coroutines, false, false };
+    f[k++] = (struct figure){ "parked_handlers", n->parked_handlers, false, false };
+    f[k++] = (struct figure){ "parked_handler_bytes", n->parked_handler_bytes, false, false };
     f[k++] = (struct figure){ "stack_inuse_bytes", st->stack_inuse, false, false };
     f[k++] = (struct figure){ "heap_alloc_bytes", st->heap_alloc, false, false };
     f[k++] = (struct figure){ "heap_inuse_bytes", st->heap_inuse, false, false };
@@ -106,6 +108,7 @@ static size_t collect(struct figure *f, struct worker_counters *n, struct sc_sta
     f[k++] = (struct figure){ "streams_total", n->streams_total, false, true };
     f[k++] = (struct figure){ "parks_total", n->parks_total, false, true };
     f[k++] = (struct figure){ "respawns_total", n->respawns_total, false, true };
+    f[k++] = (struct figure){ "handler_parks_total", n->handler_parks_total, false, true };
     f[k++] = (struct figure){ "workers", (uint64_t)nworkers, false, false };
     return k;
 }
@@ -206,6 +209,11 @@ static void metrics(struct request *r)
     metric(&b, "h2park_parks_total", "counter", "Serve coroutines that parked.", (double)n.parks_total);
     metric(&b, "h2park_serve_respawns_total", "counter", "Serve coroutines spawned for a connection that had parked.",
            (double)n.respawns_total);
+    metric(&b, "h2park_handlers_parked", "gauge", "Handlers waiting long enough that their stacks went back (parked).",
+           (double)n.parked_handlers);
+    metric(&b, "h2park_handlers_parked_bytes", "gauge", "Heap bytes parked handlers hold: their live stack frames.",
+           (double)n.parked_handler_bytes);
+    metric(&b, "h2park_handler_parks_total", "counter", "Handlers parked.", (double)n.handler_parks_total);
     metric(&b, "h2park_requests_total", "counter", "Requests begun, all protocols.", (double)n.streams_total);
     family(&b, "h2park_responses_total", "counter", "Responses by status class.");
     for (int i = 0; i < 5; i++) {

@@ -25,6 +25,7 @@
 #include "scalloc.h"
 
 struct conn_protocols conn_protocols;
+struct conn_runtime conn_runtime;
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -39,7 +40,7 @@ static ev_tstamp next_deadline(const struct conn *c, int *kind)
     if (c->head_due) {
         best = c->since + c->w->cfg->preface_timeout;
         *kind = TIMEOUT_HEAD;
-    } else if (c->open_requests == 0 && !c->live_handlers && c->w->cfg->idle_timeout > 0) {
+    } else if (!(c->requests && conn_runtime.open(c)) && c->w->cfg->idle_timeout > 0) {
         best = c->since + c->w->cfg->idle_timeout;
         *kind = TIMEOUT_IDLE;
     }
@@ -368,7 +369,8 @@ void conn_close(struct conn *c)
 {
     struct worker *w = c->w;
     conn_file_out_done(c);
-    requests_cancel_all(c);
+    if (c->requests)
+        conn_runtime.cancel_all(c);
     worker_forget_ready(w, c);
     if (c->proto && c->proto->destroy)
         c->proto->destroy(c);

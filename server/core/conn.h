@@ -12,8 +12,12 @@
  *   to c->proto, runs the handlers that became runnable, asks c->proto for output, and
  *   writes it.  Which protocol a connection starts with comes from conn_protocols,
  *   which main sets, so the core names none.
- * - Requests (request.c) belong to their connection; their handlers run in coroutines
- *   of their own, resumed only by the serve loop (conn_run_handlers).
+ * - Requests belong to their connection but are the request runtime's (runtime/): the
+ *   core holds them as conn->requests, NULL while there are none, and reaches them only
+ *   through conn_runtime, which main sets - it runs the handlers that became runnable
+ *   (the runtime sets conn->runnable) from the serve loop, asks whether any are open,
+ *   lets the runtime's housekeeping run once a tick, and cancels them all when the
+ *   connection goes.
  * - The configuration a worker reads (w->cfg) is the tree it holds a reference to,
  *   replaced only between two events of its loop (worker.c), so a serve step or a
  *   handler's turn sees one configuration throughout; a request keeps the tree it
@@ -38,7 +42,7 @@
 #include "log.h"
 
 struct conn;
-struct request;
+struct request_set;
 
 /* What a protocol front end does for the core.  Every callback runs in the connection's
  * serve coroutine and must not yield. */
@@ -65,6 +69,18 @@ struct conn_protocols {
     const struct conn_proto *(*after_tls)(const unsigned char *alpn, unsigned len);
 };
 extern struct conn_protocols conn_protocols;
+
+/* What the request runtime does for the core.  Called only for a connection whose
+ * requests is not NULL, from its serve coroutine (run, cancel_all) or the worker's loop
+ * (tick); none of them yields to the caller's caller. */
+struct conn_runtime {
+    void (*run)(struct conn *c);                 /* conn->runnable: resume the handlers that are */
+    bool (*open)(const struct conn *c);          /* a request is in progress: no idle timeout */
+    void (*tick)(struct conn *c);                /* once a worker tick, parking on */
+    void (*arm_deadlines)(struct conn *c);       /* a step that set deadlines_due is ending */
+    void (*cancel_all)(struct conn *c);          /* the connection is going */
+};
+extern struct conn_runtime conn_runtime;
 
 enum conn_timeout { TIMEOUT_NONE, TIMEOUT_HEAD, TIMEOUT_IDLE, TIMEOUT_WRITE, TIMEOUT_STALLED, TIMEOUT_FORCE };
 
@@ -188,9 +204,7 @@ struct conn {
     void *proto_state;             /* the front end's: struct h2_conn, struct h1_conn */
     SSL *ssl;
     coro *serve;
-    struct request *requests;      /* every request not yet released */
-    struct request *runnable;      /* handlers ready to run, FIFO */
-    struct request *runnable_tail;
+    struct request_set *requests;  /* the runtime's, NULL while there are none */
     struct conn *ready_next;       /* in w->ready while ready is set */
     struct buf out;                /* bytes for the socket; freed whenever it empties */
     struct file_out *file_out;     /* a file range to send after out, or NULL */
@@ -201,8 +215,6 @@ struct conn {
      * when the connection has had no open request. */
     ev_tstamp since;
     ev_tstamp write_blocked_since, last_io;
-    uint32_t open_requests;        /* requests begun and not closed */
-    uint32_t live_handlers;
     uint32_t out_off;              /* how much of out is written (out is bounded far below 4 GiB) */
     int fd;
     uint8_t state;                 /* enum conn_state */
@@ -216,7 +228,8 @@ struct conn {
     bool shutdown_asked : 1;       /* the daemon is stopping */
     bool served_once : 1;          /* a serve coroutine has run for it */
     bool heard : 1;                /* the protocol has had bytes from the peer */
-    bool deadlines_due : 1;        /* a response began this step: arm its deadline as it ends */
+    bool deadlines_due : 1;        /* the runtime began a response this step: arm_deadlines as it ends */
+    bool runnable : 1;             /* the runtime has a handler ready: the serve loop runs it */
     bool nothing_to_write : 1;     /* the step's last round found the protocol with nothing to produce */
     bool tls_config_held : 1;      /* ssl's handshake holds its configuration (tls.c) */
     union {
@@ -258,9 +271,7 @@ void conn_abort_stalled(struct conn *c);
 void conn_mark_ready(struct conn *c);
 bool conn_may_park(const struct conn *c);
 void conn_trim_idle(struct conn *c);
-void conn_run_handlers(struct conn *c);     /* request.c: runs the runnable handlers */
-void requests_arm_deadlines(struct conn *c); /* request.c: after a step, for deadlines_due */
-void requests_cancel_all(struct conn *c);   /* request.c: the connection is going */
+static inline bool conn_runnable(const struct conn *c) { return c->runnable; }
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
 /* tlsbatch.c: the socket under ssl, written through a BIO that keeps sealed records for

@@ -17,7 +17,7 @@
 
 bool conn_may_park(const struct conn *c)
 {
-    if (!c->w->cfg->parking || c->runnable || conn_out_pending(c) || c->shutdown_asked || c->timed_out)
+    if (!c->w->cfg->parking || conn_runnable(c) || conn_out_pending(c) || c->shutdown_asked || c->timed_out)
         return false;
     if (c->ssl && SSL_pending(c->ssl) > 0)
         return false;

@@ -153,7 +153,8 @@ static enum step step(struct conn *c)
             c->shutdown_asked = false;
             c->proto->shutdown(c);
         }
-        conn_run_handlers(c);
+        if (c->runnable)
+            conn_runtime.run(c);
         size_t before = conn_out_pending(c);
         if (c->proto->send(c) < 0)
             return STEP_CLOSE;
@@ -165,19 +166,19 @@ static enum step step(struct conn *c)
             return STEP_CLOSE;
         if (f > 0)
             return STEP_WAIT_WRITE;
-        if (!c->runnable && !moved)
+        if (!conn_runnable(c) && !moved)
             break;
         /* All the input read and all the output written, and nothing left to run or to
          * produce: another round would only find that out again (a small request's step
          * is then one round, not two). */
-        if (drained && !c->runnable && !c->proto->want_write(c)) {
+        if (drained && !conn_runnable(c) && !c->proto->want_write(c)) {
             c->nothing_to_write = true;     /* conn_may_park need not ask again */
             break;
         }
         if (round == STEP_ROUNDS || reads == 0) {
             /* Budget spent: other connections first.  Input still in the socket brings
              * this one back by itself; work it does not show needs the ready list. */
-            if (c->runnable || c->proto->want_write(c) || (c->ssl && SSL_pending(c->ssl) > 0))
+            if (conn_runnable(c) || c->proto->want_write(c) || (c->ssl && SSL_pending(c->ssl) > 0))
                 conn_mark_ready(c);
             break;
         }
@@ -204,8 +205,8 @@ void *serve_main(void *arg)
         }
         bool read = s == STEP_WAIT_READ || (c->state < CONN_OPEN ? s != STEP_WAIT_WRITE : wants_input(c));
         conn_watch(c, read, s == STEP_WAIT_WRITE);
-        if (c->deadlines_due)
-            requests_arm_deadlines(c);
+        if (c->deadlines_due && c->requests)
+            conn_runtime.arm_deadlines(c);
         conn_arm_timer(c);
         if (s != STEP_WAIT_WRITE && conn_may_park(c)) {
             c->in_serve = false;

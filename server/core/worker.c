@@ -230,17 +230,21 @@ static void arm_scavenge(struct worker *w)
 
 #define TICK 1.0
 
-/* Housekeeping once a second: parked connections give back their dead pages, and the
- * application sweeps what it caches. */
+/* Housekeeping once a second: parked connections give back their dead pages, the
+ * request runtime parks handlers that have waited long, and the application sweeps what
+ * it caches. */
 static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct worker *w = t->data;
     ev_tstamp now = ev_now(loop);
     if (w->cfg->parking)
-        for (struct conn *c = w->conns; c; c = c->next)
+        for (struct conn *c = w->conns; c; c = c->next) {
             if (!c->serve && !c->trimmed && ++c->parked_ticks >= 2)   /* parked a whole tick */
                 conn_trim_idle(c);
+            if (c->requests)
+                conn_runtime.tick(c);
+        }
     if (worker_tick_hook)
         worker_tick_hook(w->id, now, &w->n);
 }
@@ -538,6 +542,9 @@ void workers_sum(struct worker_counters *out)
         out->parked_conns += __atomic_load_n(&n->parked_conns, __ATOMIC_RELAXED);
         out->serve_coroutines += __atomic_load_n(&n->serve_coroutines, __ATOMIC_RELAXED);
         out->handler_coroutines += __atomic_load_n(&n->handler_coroutines, __ATOMIC_RELAXED);
+        out->parked_handlers += __atomic_load_n(&n->parked_handlers, __ATOMIC_RELAXED);
+        out->parked_handler_bytes += __atomic_load_n(&n->parked_handler_bytes, __ATOMIC_RELAXED);
+        out->handler_parks_total += __atomic_load_n(&n->handler_parks_total, __ATOMIC_RELAXED);
         out->conns_total += __atomic_load_n(&n->conns_total, __ATOMIC_RELAXED);
         out->streams_total += __atomic_load_n(&n->streams_total, __ATOMIC_RELAXED);
         out->parks_total += __atomic_load_n(&n->parks_total, __ATOMIC_RELAXED);

@@ -7,7 +7,7 @@
  * are handed to the chosen protocol whole. */
 #include <string.h>
 
-#include "proto/frontend.h"
+#include "core/conn.h"
 #include "proto/h1.h"
 #include "proto/detect.h"
 #include "proto/h2.h"

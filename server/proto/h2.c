@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "copy.h"
-#include "proto/frontend.h"
+#include "runtime/runtime.h"
 #include "proto/h2.h"
 #include "scalloc.h"
 
@@ -166,6 +166,7 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
 {
     (void)session, (void)stream_id, (void)buf, (void)user_data;
     struct h2_stream *s = source->ptr;
+    s->r.head_out = true;          /* DATA is asked for once HEADERS is packed: r->resp is done with */
     size_t avail = request_out_avail(&s->r);
     if (avail) {
         size_t n = avail < length ? avail : length;
@@ -267,7 +268,10 @@ static struct h2_stream *stream_new(struct conn *c, int32_t id)
     memset(s, 0, sizeof *s);
     s->id = id;
     request_set_store(&s->r, s->store, STREAM_BYTES - sizeof *s);
-    request_init(&s->r, c, &stream_ops, c->ssl ? "h2" : "h2c");
+    if (request_init(&s->r, c, &stream_ops, c->ssl ? REQ_H2 : REQ_H2C)) {
+        sc_free(s);
+        return NULL;
+    }
     return s;
 }
 

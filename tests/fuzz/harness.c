@@ -25,6 +25,7 @@
 #include "log.h"
 #include "mem.h"
 #include "proto/detect.h"
+#include "runtime/runtime.h"
 
 static struct worker worker;
 
@@ -91,6 +92,9 @@ void fuzz_daemon_init(void)
     config_parse(c, default_conf_text, default_conf_size, CONFIG_BUILTIN, &e);
     config_parse(c, text, strlen(text), "fuzz-site.conf", &e);
     config_finish(c, &e);
+    /* Every handler that waits is parked, its stack poisoned: a fuzzed exchange that made
+     * anything touch a waiting handler's frames is reported. */
+    c->park_handlers_at_once = true;
     if (e.count || static_open_roots(c, &e)) {
         fprintf(stderr, "%s", e.text);
         abort();
@@ -100,6 +104,7 @@ void fuzz_daemon_init(void)
     if (access_log_open(""))
         abort();
     conn_protocols.cleartext = &detect_proto;
+    conn_runtime = request_runtime;
     /* The fuzzers run under ASan, whose frames are larger: twice the default stack, as
      * the daemon's sanitizer builds take (core/worker.c). */
     struct coro_options co = { .stack_size = 2 * c->coro_stack_size };

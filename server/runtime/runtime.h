@@ -1,5 +1,5 @@
-/* What the protocol front ends share: the request as they fill and drain it, and the
- * calls the request runtime (request.c) makes back into them.
+/* The request runtime: requests and their handler coroutines between the protocol front
+ * ends below it and the application's routes above (request.h).
  *
  * A front end creates a request when a head begins (request_init), adds the head's
  * fields (request_add_header: pseudo-headers :method, :path, :authority first), starts
@@ -11,9 +11,13 @@
  *   RECEIVING --start--> HANDLING --handler returns--> DRAINING --closed--> DONE
  *       |                    |                                              ^
  *       +---closed-----------+--closed--> ORPHANED --handler returns--------+
- */
-#ifndef H2PARK_FRONTEND_H
-#define H2PARK_FRONTEND_H
+ *
+ * The connection core knows none of this: a connection's requests are a struct
+ * request_set it only holds (conn->requests), and it reaches them through struct
+ * conn_runtime, which main sets to request_runtime.  Handlers that wait long are parked
+ * by the runtime alone (park.c). */
+#ifndef H2PARK_RUNTIME_H
+#define H2PARK_RUNTIME_H
 
 #include <string.h>
 
@@ -40,36 +44,56 @@ struct request_ops {
 enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DONE };
 
 enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
+enum req_protocol { REQ_HTTP1, REQ_H2, REQ_H2C };
 
+/* A connection's requests (conn->requests), from its first request to its last. */
+struct request_set {
+    struct request *all;                  /* every request not yet released */
+    struct request *runnable, *runnable_tail;   /* handlers ready to run, FIFO */
+    uint32_t open;                        /* requests begun and not closed */
+    uint32_t live;                        /* handlers not finished */
+};
+
+/* Every open exchange holds one, waiting ones included: the order (and the bit-fields)
+ * keep it at 520 bytes (its configuration, location and the client a trusted proxy named
+ * included), so the HTTP/1.1 request that embeds it takes the 576-byte class. */
 struct request {
     struct conn *c;
     const struct request_ops *ops;
     struct config_hold *hold;             /* the configuration it began under (worker.c) */
     const struct config *cfg;             /* ... hold->cfg */
     const struct location *loc;           /* what the application matched it to, or NULL */
-    const char *protocol;
-    struct request *next, *prev;          /* in c->requests */
+    struct request *next, *prev;          /* in the set's all */
     struct request *next_runnable;
-    coro *handler;
+    coro *handler;                        /* not to be touched while parked is set */
+    coro_parked *parked;                  /* the handler, waiting long, without its stack (park.c) */
     uint8_t state;                        /* enum req_state */
     uint8_t wait;                         /* enum req_wait */
-    bool queued;                          /* in c->runnable */
-    bool too_large;                       /* the head passed max_header_list_size */
-    bool body_eof;                        /* the request body ended */
-    bool responded, out_eof, sent_all;    /* head submitted; body ended; all of it sent */
-    bool head;                            /* a HEAD request */
+    uint8_t waited_ticks;                 /* worker ticks seen since it began to wait */
+    uint8_t protocol;                     /* enum req_protocol */
+    bool queued;                          /* in the set's runnable */
+    bool responded;                       /* head submitted */
+    bool out_eof : 1, sent_all : 1;       /* body ended; all of it sent */
+    bool too_large : 1;                   /* the head passed max_header_list_size */
+    bool body_eof : 1;                    /* the request body ended */
+    bool head : 1;                        /* a HEAD request */
+    bool head_out : 1;                    /* the front end is done with resp (it may go) */
+    uint16_t nresp;                       /* response fields in resp */
+    /* Room the front end allocated with the request (request_set_store), store_off bytes
+     * after it: the head, then the response fields, live there while they fit, and cost
+     * no allocation.  store_cap 0: none. */
+    uint16_t store_off, store_cap, store_used;
     /* The head: name\0value\0 pairs, pseudo-headers first. */
     struct buf hdr;
-    /* Room the front end allocated with the request (request_set_store): the head, then
-     * the response fields, live there while they fit, and cost no allocation. */
-    char *store;
-    uint32_t store_cap, store_used;
+    int status;                           /* of the response */
     uint32_t known[KF_COUNT];             /* where a known field's value starts in hdr, + 1; 0: absent */
-    const char *method, *target, *authority;
     uint32_t nfields, header_bytes;
+    const char *method, *target, *authority;
     int64_t content_length;
     struct buf body;                      /* received, not yet read by the handler */
-    size_t body_off;
+    uint32_t body_off;                    /* (body holds at most a stream window) */
+    uint32_t outb_off;
+    /* The response: its fields (request_resp_field reads them), and the body's source. */
     uint64_t body_max, body_seen;         /* the body limit (0: none) and the bytes received */
     bool body_over;                       /* past body_max: the rest is dropped */
     bool client_set;                      /* a trusted proxy named the client */
@@ -78,17 +102,13 @@ struct request {
         struct sockaddr_in in;
         struct sockaddr_in6 in6;
     } client;
-    /* The response: status, fields (request_resp_field reads them), and the body's source. */
-    int status;
     struct buf resp;
-    uint32_t nresp;
     int64_t out_length;                   /* >= 0, BODY_STREAM or BODY_NONE */
     struct buf outb;                      /* written by the handler, not yet sent */
-    size_t outb_off;
-    int file_fd;                          /* a file body, or -1 */
-    const char *file_mem;                 /* ... read from this copy instead */
     int64_t file_off, file_left;
-    struct body_source src;               /* its owner's reference (src.release, if any) */
+    /* A file body: src.fd (-1 if none), or read from the copy src.mem instead; and its
+     * owner's reference (src.release, if any). */
+    struct body_source src;
     uint64_t bytes_sent;
     ev_timer timer;                       /* the nearest of wake_at and the deadlines */
     ev_tstamp wake_at;                    /* when req_sleep ends, or 0 */
@@ -119,8 +139,10 @@ static inline bool request_resp_field(const struct request *r, size_t *off, stru
 }
 #define RESP_FIELD_OVERHEAD 10      /* the two lengths and the two NULs */
 
-void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol);
-/* Gives r cap bytes at mem, which live as long as r, for its head and response fields. */
+/* -1 without memory (the front end then frees r and refuses the exchange). */
+int request_init(struct request *r, struct conn *c, const struct request_ops *ops, enum req_protocol protocol);
+/* Gives r cap bytes at mem, which live as long as r and lie less than 64 KiB after it,
+ * for its head and response fields. */
 void request_set_store(struct request *r, char *mem, size_t cap);
 /* One field of the head; false once the head is over max_header_list_size (the rest
  * is dropped and the handler answers 431), and for a request already started: its
@@ -149,9 +171,26 @@ bool request_out_finished(const struct request *r);   /* everything taken, and t
 bool request_out_file(struct request *r, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
 void request_arm_timer(struct request *r);
+/* Gives back the room a buffer of the request keeps beyond what it holds (park.c: while
+ * its handler waits long). */
+void request_shrink(struct request *r);
+
+/* park.c: handlers waiting long give their stacks back.  request_park_waiting is the
+ * runtime's tick; request_park parks one handler now (CORO_CHECKS-style testing, see
+ * park_handlers_at_once); request_unpark comes before every resume of a parked one, and
+ * request_drop_parked frees one that will not run again. */
+void request_park_waiting(struct conn *c);
+void request_park(struct request *r);
+void request_unpark(struct request *r);
+void request_drop_parked(struct request *r);
+/* Frees the connection's request set, which must hold no request. */
+void request_set_free(struct conn *c);
 
 /* Appended to the access log when the exchange ends (set by the application). */
 extern void (*request_log_hook)(const struct request *r);
+
+/* What the core calls (main.c: conn_runtime = request_runtime). */
+extern const struct conn_runtime request_runtime;
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 

@@ -1,7 +1,7 @@
 /* Requests and their handler coroutines: the runtime behind request.h, protocol-neutral.
  *
  * A handler runs in a coroutine of its own and is resumed only by its connection's serve
- * loop (conn_run_handlers), never from inside a protocol callback.  When it must wait -
+ * loop (conn_runtime.run), never from inside a protocol callback.  When it must wait -
  * for request body, for room in its output, for a timer - it records why and yields;
  * whatever ends the wait (body arriving, the front end taking output, the timer, the
  * exchange closing) queues it as runnable and wakes the connection.  Waiting handlers
@@ -19,9 +19,11 @@
  * new response's write deadline is armed only as the serve step that began it ends, when
  * a small response has all gone out and needs none.
  *
- * The request's life is enum req_state (see proto/frontend.h), changed only by
- * set_state; a request is freed in one place, release, which stops its timer whether it
- * is active or expired and waiting to run. */
+ * The request's life is enum req_state (see runtime.h), changed only by set_state; a
+ * request is freed in one place, release, which stops its timer whether it is active or
+ * expired and waiting to run.  A connection's struct request_set exists from its first
+ * request on, kept between requests (a request costs no allocation for it), until the
+ * connection goes or a tick finds it empty (park.c): an idle connection pays a pointer. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,7 +37,7 @@
 #include "copy.h"
 #include "fieldcopy.h"
 #include "httpdate.h"
-#include "proto/frontend.h"
+#include "runtime/runtime.h"
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
@@ -50,24 +52,28 @@ void request_set_logger(void (*log)(const struct request *r)) { request_log_hook
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 
-void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol)
+int request_init(struct request *r, struct conn *c, const struct request_ops *ops, enum req_protocol protocol)
 {
+    if (!c->requests && !(c->requests = sc_calloc(1, sizeof *c->requests)))
+        return -1;
+    struct request_set *rs = c->requests;
     r->c = c;
     r->ops = ops;
     r->hold = worker_hold_config(c->w);
     r->cfg = r->hold->cfg;
-    r->protocol = protocol;
+    r->protocol = (uint8_t)protocol;
     r->state = REQ_RECEIVING;
-    r->file_fd = -1;
+    r->src.fd = -1;
     r->content_length = -1;
     r->out_length = BODY_NONE;
     r->started = r->in_progress = r->out_progress = ev_now(c->w->loop);
     ev_init(&r->timer, on_timer);
     r->timer.data = r;
-    r->next = c->requests;
-    if (c->requests)
-        c->requests->prev = r;
-    c->requests = r;
+    r->next = rs->all;
+    if (rs->all)
+        rs->all->prev = r;
+    rs->all = r;
+    return 0;
 }
 
 /* Which known field a name is, or -1: by length first, so most names cost one switch
@@ -96,15 +102,16 @@ static inline __attribute__((always_inline)) int known_field(const char *name, s
 
 void request_set_store(struct request *r, char *mem, size_t cap)
 {
-    r->store = mem;
-    r->store_cap = (uint32_t)cap;
+    r->store_off = (uint16_t)(mem - (char *)r);
+    r->store_cap = (uint16_t)cap;
     r->store_used = 0;
 }
 
+static char *store(const struct request *r) { return (char *)(uintptr_t)r + r->store_off; }
+
 static bool in_store(const struct request *r, const struct buf *b)
 {
-    /* An HTTP/1.1 request has no store: r->store + 0 on a null store is undefined. */
-    return b->data && r->store && b->data >= r->store && b->data < r->store + r->store_cap;
+    return b->data && r->store_cap && b->data >= store(r) && b->data < store(r) + r->store_cap;
 }
 
 /* buf_reserve for the head and the response fields: the first reservation takes the
@@ -117,7 +124,7 @@ static int reserve(struct request *r, struct buf *b, size_t need, size_t first)
     if (!b->data) {
         size_t left = r->store_cap - r->store_used;
         if (need <= left) {
-            b->data = r->store + r->store_used;
+            b->data = store(r) + r->store_used;
             b->cap = left;
             r->store_used = r->store_cap;
             return 0;
@@ -170,10 +177,11 @@ bool request_add_header(struct request *r, const char *name, size_t nlen, const 
 static void release(struct request *r)
 {
     struct conn *c = r->c;
+    struct request_set *rs = c->requests;
     if (r->prev)
         r->prev->next = r->next;
     else
-        c->requests = r->next;
+        rs->all = r->next;
     if (r->next)
         r->next->prev = r->prev;
     /* Unconditionally: a timer that expired but has not run yet is pending, not active,
@@ -215,12 +223,13 @@ static void make_runnable(struct request *r)
         return;
     r->queued = true;
     r->next_runnable = NULL;
-    struct conn *c = r->c;
-    if (c->runnable_tail)
-        c->runnable_tail->next_runnable = r;
+    struct request_set *rs = r->c->requests;
+    if (rs->runnable_tail)
+        rs->runnable_tail->next_runnable = r;
     else
-        c->runnable = r;
-    c->runnable_tail = r;
+        rs->runnable = r;
+    rs->runnable_tail = r;
+    r->c->runnable = true;
 }
 
 static const char *known(const struct request *r, enum known_field k)
@@ -261,13 +270,17 @@ static void *handler_main(void *arg)
 int request_start(struct request *r)
 {
     struct conn *c = r->c;
-    /* The head is complete: what it left of the store is the response fields' (a field
-     * added later moves the head to the heap, as growing it would anyway). */
+    /* The head is complete.  In the store: what it left there is the response fields'
+     * (a field added later moves the head to the heap, as growing it would anyway).  On
+     * the heap: its fields in an object of their size, not in the room HEAD_RESERVE left
+     * for more - a waiting request keeps them for as long as it waits.  Now or never:
+     * from here on the handler holds pointers into them. */
     if (in_store(r, &r->hdr)) {
         r->hdr.cap = r->hdr.len;
-        r->store_used = (uint32_t)((r->hdr.data - r->store) + ((r->hdr.len + 7) & ~(size_t)7));
-        if (r->store_used > r->store_cap)
-            r->store_used = r->store_cap;
+        size_t used = (size_t)(r->hdr.data - store(r)) + ((r->hdr.len + 7) & ~(size_t)7);
+        r->store_used = (uint16_t)(used < r->store_cap ? used : r->store_cap);
+    } else {
+        buf_fit(&r->hdr);
     }
     r->method = known(r, KF_METHOD);
     r->target = known(r, KF_PATH);
@@ -290,8 +303,8 @@ int request_start(struct request *r)
     r->handler = coro_create(handler_main, r, 0);
     if (!r->handler)
         return -1;
-    c->open_requests++;
-    c->live_handlers++;
+    c->requests->open++;
+    c->requests->live++;
     counter_add(&c->w->n.handler_coroutines, 1);
     set_state(r, REQ_HANDLING);
     make_runnable(r);
@@ -303,7 +316,7 @@ static void handler_finished(struct request *r)
 {
     struct conn *c = r->c;
     r->handler = NULL;
-    c->live_handlers--;
+    c->requests->live--;
     counter_add(&c->w->n.handler_coroutines, -1);
     if (r->state == REQ_ORPHANED) {
         set_state(r, REQ_DONE);
@@ -336,7 +349,7 @@ void request_closed(struct request *r)
         r->ended = ev_time();       /* not ev_now: the loop's clock stands still within an iteration */
         request_log_hook(r);
     }
-    if (r->state != REQ_RECEIVING && c->open_requests && --c->open_requests == 0 && !c->head_due)
+    if (r->state != REQ_RECEIVING && c->requests->open && --c->requests->open == 0 && !c->head_due)
         c->since = ev_now(c->w->loop);
     if (r->state == REQ_HANDLING) {
         set_state(r, REQ_ORPHANED);
@@ -354,25 +367,36 @@ void request_refused(struct request *r, int status, uint64_t body_bytes)
     request_closed(r);
 }
 
-void conn_run_handlers(struct conn *c)
+/* conn_runtime.run. */
+static void run_handlers(struct conn *c)
 {
+    struct request_set *rs = c->requests;
     struct request *r;
-    while ((r = c->runnable)) {
-        c->runnable = r->next_runnable;
-        if (!c->runnable)
-            c->runnable_tail = NULL;
+    while ((r = rs->runnable)) {
+        rs->runnable = r->next_runnable;
+        if (!rs->runnable)
+            rs->runnable_tail = NULL;
         r->queued = false;
-        if (r->handler && !coro_resume(r->handler, NULL))
+        if (!r->handler) {
+            if (r->state == REQ_DONE)
+                release(r);         /* closed while it was queued */
+            continue;
+        }
+        if (r->parked)
+            request_unpark(r);
+        if (!coro_resume(r->handler, NULL))
             handler_finished(r);
-        else if (r->state == REQ_DONE)
-            release(r);             /* closed while it was queued */
+        else if (r->cfg->park_handlers_at_once && r->wait != WAIT_NONE && !r->queued)
+            request_park(r);
     }
+    c->runnable = false;
 }
 
 /* Gives control back to the serve loop until something queues this request again. */
 static void wait_for(struct request *r, enum req_wait why)
 {
     r->wait = (uint8_t)why;
+    r->waited_ticks = 0;
     coro_yield(NULL);
     r->wait = WAIT_NONE;
 }
@@ -416,7 +440,7 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len)
         if (avail) {
             size_t n = avail < len ? avail : len;
             memcpy(buf, r->body.data + r->body_off, n);
-            r->body_off += n;
+            r->body_off += (uint32_t)n;
             if (r->body_off == r->body.len) {
                 buf_free(&r->body);
                 r->body_off = 0;
@@ -536,7 +560,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     if (reserve(r, &r->resp, need, 0))
         return -1;
     size_t was = r->resp.len;
-    uint32_t was_fields = r->nresp;
+    uint16_t was_fields = r->nresp;
     char *p = r->resp.data + r->resp.len;
     memcpy(p, lead, lead_len);
     p += lead_len;
@@ -553,7 +577,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
             added++;
         }
     r->resp.len = (size_t)(p - r->resp.data);
-    r->nresp += (uint32_t)n + lead_n + (pre ? pre->n : 0) + added;
+    r->nresp = (uint16_t)(r->nresp + n + lead_n + (pre ? pre->n : 0) + added);
     r->status = status;
     r->out_length = length;
     r->responded = true;
@@ -566,7 +590,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
         r->nresp = was_fields;
         return -1;
     }
-    /* The write deadline is armed as the serve step ends (requests_arm_deadlines), and
+    /* The write deadline is armed as the serve step ends (conn_runtime.arm_deadlines), and
      * only if the response has not all gone by then - most small ones have, and cost no
      * timer at all. */
     r->c->deadlines_due = true;
@@ -582,8 +606,6 @@ int req_respond_file_with(struct request *r, int status, const struct req_fields
                           size_t n, const struct body_source *src, int64_t off, int64_t len)
 {
     r->src = *src;
-    r->file_fd = src->fd;
-    r->file_mem = src->mem;
     r->file_off = off;
     r->file_left = r->head ? 0 : len;
     return respond(r, status, pre, h, n, len);
@@ -644,7 +666,7 @@ int req_simple(struct request *r, int status, const char *content_type, const vo
 
 size_t request_out_avail(const struct request *r)
 {
-    if (r->file_fd >= 0 || r->file_mem)
+    if (r->src.fd >= 0 || r->src.mem)
         return (size_t)r->file_left;
     return r->outb.len - r->outb_off;
 }
@@ -668,7 +690,7 @@ static int file_read(struct request *r, char *dst, size_t n)
             if (want > FILE_BOUNCE)
                 want = FILE_BOUNCE;
         }
-        ssize_t k = pread(r->file_fd, to, want, pos);
+        ssize_t k = pread(r->src.fd, to, want, pos);
         if (k <= 0) {
             if (k < 0 && errno == EINTR)
                 continue;
@@ -684,14 +706,14 @@ static int file_read(struct request *r, char *dst, size_t n)
 
 int request_out_take(struct request *r, char *dst, size_t n)
 {
-    if (r->file_mem) {
-        copy_apart(dst, r->file_mem + r->file_off, n);
-    } else if (r->file_fd >= 0) {
+    if (r->src.mem) {
+        copy_apart(dst, (const char *)r->src.mem + r->file_off, n);
+    } else if (r->src.fd >= 0) {
         if (file_read(r, dst, n))
             return -1;
     } else {
         copy_apart(dst, r->outb.data + r->outb_off, n);
-        r->outb_off += n;
+        r->outb_off += (uint32_t)n;
         if (r->outb_off == r->outb.len) {
             buf_free(&r->outb);
             r->outb_off = 0;
@@ -699,7 +721,7 @@ int request_out_take(struct request *r, char *dst, size_t n)
         if (r->wait == WAIT_WRITE)
             make_runnable(r);
     }
-    if (r->file_fd >= 0 || r->file_mem) {
+    if (r->src.fd >= 0 || r->src.mem) {
         r->file_off += (int64_t)n;
         r->file_left -= (int64_t)n;
     }
@@ -712,10 +734,10 @@ bool request_out_finished(const struct request *r) { return r->out_eof && reques
 
 bool request_out_file(struct request *r, struct conn *c)
 {
-    if (r->file_fd < 0 || r->file_mem || r->file_left <= 0 || !r->src.hold)
+    if (r->src.fd < 0 || r->src.mem || r->file_left <= 0 || !r->src.hold)
         return false;
     uint64_t n = (uint64_t)r->file_left;
-    if (conn_file_out(c, r->file_fd, r->file_off, n, r->src.release, r->src.arg))
+    if (conn_file_out(c, r->src.fd, r->file_off, n, r->src.release, r->src.arg))
         return false;
     r->src.hold(r->src.arg);
     r->bytes_sent += n;
@@ -727,12 +749,30 @@ bool request_out_file(struct request *r, struct conn *c)
 
 void request_sent_all(struct request *r) { r->sent_all = true; }
 
+void request_shrink(struct request *r)
+{
+    /* (The head's fields stay where they are: the handler may hold pointers into them;
+     * request_start gave them their size.)  The response's fields go once the front end
+     * has packed them into bytes. */
+    if (r->head_out)
+        free_buf(r, &r->resp);
+    /* Output waiting for the peer: what is unsent, not what went out before it. */
+    if (r->outb_off) {
+        memmove(r->outb.data, r->outb.data + r->outb_off, r->outb.len - r->outb_off);
+        r->outb.len -= r->outb_off;
+        r->outb_off = 0;
+        buf_fit(&r->outb);
+    }
+    if (r->body.len == r->body_off)
+        buf_free(&r->body), r->body_off = 0;
+}
+
 /* ---- deadlines and sleeping ---- */
 
-void requests_arm_deadlines(struct conn *c)
+static void arm_deadlines(struct conn *c)
 {
     c->deadlines_due = false;
-    for (struct request *r = c->requests; r; r = r->next)
+    for (struct request *r = c->requests->all; r; r = r->next)
         if (r->responded && !r->sent_all)
             request_arm_timer(r);
 }
@@ -826,7 +866,11 @@ void req_sleep(struct request *r, double seconds)
 const char *req_method(const struct request *r) { return r->method; }
 const char *req_target(const struct request *r) { return r->target; }
 const char *req_authority(const struct request *r) { return r->authority ? r->authority : ""; }
-const char *req_protocol(const struct request *r) { return r->protocol; }
+const char *req_protocol(const struct request *r)
+{
+    static const char *const names[] = { [REQ_HTTP1] = "http/1.1", [REQ_H2] = "h2", [REQ_H2C] = "h2c" };
+    return names[r->protocol];
+}
 const char *req_peer(const struct request *r)
 {
     if (!r->client_set)
@@ -953,24 +997,28 @@ struct header req_header_at(const struct request *r, size_t i)
 }
 
 /* The connection is going: every request is closed, each handler still running learns
- * it at its next call (one more turn ends most), and one that does not is dropped. */
-void requests_cancel_all(struct conn *c)
+ * it at its next call (one more turn ends most), and one that does not is dropped; then
+ * the set goes. */
+static void cancel_all(struct conn *c)
 {
-    for (int round = 0; c->requests && round < 4; round++) {
-        for (struct request *r = c->requests, *next; r; r = next) {
+    for (int round = 0; c->requests->all && round < 4; round++) {
+        for (struct request *r = c->requests->all, *next; r; r = next) {
             next = r->next;
             request_closed(r);
         }
-        conn_run_handlers(c);
+        run_handlers(c);
     }
-    while (c->requests) {
-        struct request *r = c->requests;
+    struct request *r;
+    while ((r = c->requests->all)) {
         if (r->handler) {
             log_msg(LOG_WARN, "%s: handler of %s ignored its cancellation; dropped", conn_peer(c),
                     r->target ? r->target : "-");
-            coro_destroy(r->handler);
+            if (r->parked)
+                request_drop_parked(r);
+            else
+                coro_destroy(r->handler);
             r->handler = NULL;
-            c->live_handlers--;
+            c->requests->live--;
             counter_add(&c->w->n.handler_coroutines, -1);
         }
         r->queued = false;
@@ -979,5 +1027,18 @@ void requests_cancel_all(struct conn *c)
         else
             release(r);
     }
-    c->runnable = c->runnable_tail = NULL;
+    request_set_free(c);
 }
+
+void request_set_free(struct conn *c)
+{
+    sc_free(c->requests);
+    c->requests = NULL;
+    c->runnable = false;
+}
+
+static bool any_open(const struct conn *c) { return c->requests->open || c->requests->live; }
+const struct conn_runtime request_runtime = {
+    .run = run_handlers, .open = any_open, .tick = request_park_waiting,
+    .arm_deadlines = arm_deadlines, .cancel_all = cancel_all,
+};

@@ -160,9 +160,19 @@ void config_error(struct config_errors *e, const char *f, ...)
     va_end(ap);
     if (e->count == CONFIG_ERRORS_MAX)
         snprintf(line, sizeof line, "(and perhaps more errors: only the first %d are listed)", CONFIG_ERRORS_MAX - 1);
-    size_t n = strlen(line);
+    /* One error, one line: a value quoted in the message (a quoted string's \n, a
+     * stray control byte) is shown escaped, so no error can pass for another line. */
+    char shown[4 * sizeof line];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)line; *p; p++)
+        if (*p == '\n')
+            shown[n++] = '\\', shown[n++] = 'n';
+        else if (*p < 0x20 || *p == 0x7f)
+            n += (size_t)snprintf(shown + n, sizeof shown - n, "\\x%02x", *p);
+        else
+            shown[n++] = (char)*p;
     if (e->len + n + 2 < sizeof e->text) {
-        memcpy(e->text + e->len, line, n);
+        memcpy(e->text + e->len, shown, n);
         e->text[e->len + n] = '\n';
         e->len += n + 1;
         e->text[e->len] = 0;

@@ -211,6 +211,11 @@ static void every_error_at_once(void)
     }
     CHECK(parse("site a {\nlocation /x {\n") == CONFIG_ERROR && strstr(err, "test.conf:2: location opened here is not closed") &&
           strstr(err, "test.conf:1: site opened here is not closed"));
+    /* A value quoted in an error keeps the error on its line: a quoted string's \n and a
+     * control byte are shown escaped (a raw newline made a line no reader could place). */
+    CHECK(parse("location = /old {\nreturn = 301 https://$host/?\"a: ${host}$uri\\ny\x01z\"\n}\nbogus = 1\n") == CONFIG_ERROR);
+    CHECKF(e.count == 2 && !strncmp(err, "test.conf:2: ", 13) && strstr(err, "$uri\\ny\\x01z") &&
+           !strncmp(strchr(err, '\n') + 1, "test.conf:4: ", 13), "%s", err);
 }
 
 /* A single-valued key twice in one scope of one file: an error naming both lines.  In a

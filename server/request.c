@@ -681,7 +681,7 @@ bool request_out_file(struct request *r, struct conn *c)
     if (r->file_fd < 0 || r->file_mem || r->file_left <= 0 || !r->src.hold)
         return false;
     uint64_t n = (uint64_t)r->file_left;
-    if (conn_file_out(c, r->file_fd, r->file_off, n, r->src.release, r->src.arg))
+    if (transport_file(&c->sock, r->file_fd, r->file_off, n, r->src.release, r->src.arg))
         return false;
     r->src.hold(r->src.arg);
     r->bytes_sent += n;

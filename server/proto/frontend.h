@@ -134,7 +134,7 @@ int request_out_take(struct request *r, char *dst, size_t n);
 bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
 /* Takes the rest of a body that is a file on disk (not a copy in memory) as a range
  * for sendfile, with a reference on the file of its own (dropped by
- * conn_file_out_done): false if the body is no such thing. */
+ * transport_file_done): false if the body is no such thing. */
 bool request_out_file(struct request *r, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
 void request_arm_timer(struct request *r);

@@ -211,7 +211,7 @@ static void error_response(struct conn *c, int status)
                          "connection: close\r\n\r\n%s\n",
                          status, reason(status), http_date_now(), cfg.server_header ? "server: h2park\r\n" : "",
                          body, reason(status));
-        buf_append(&c->out, text, (size_t)n);
+        buf_append(&c->sock.out, text, (size_t)n);
     }
     if (r) {
         h->cur = NULL;
@@ -421,7 +421,7 @@ static int on_header_value_complete(llhttp_t *p)
 
 static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
 {
-    if (c->ssl)
+    if (c->sock.ssl)
         return false;              /* h2c is for cleartext; over TLS ALPN chooses */
     const char *upgrade = req_known(&r->r, KF_UPGRADE), *connection = req_known(&r->r, KF_CONNECTION);
     const char *settings = req_known(&r->r, KF_HTTP2_SETTINGS);
@@ -614,7 +614,7 @@ static int upgrade(struct conn *c, const char *rest, size_t len)
         return 0;
     }
     static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n";
-    if (buf_append(&c->out, switching, sizeof switching - 1))
+    if (buf_append(&c->sock.out, switching, sizeof switching - 1))
         return -1;
     struct buf head = r->r.hdr;
     r->r.hdr = (struct buf){ 0 };
@@ -770,7 +770,7 @@ static int write_head(struct conn *c, struct h1_request *r)
     size_t need = sizeof cont + 16 + strlen(why) + q->resp.len + 2 * q->nresp + 64;
     if (conn_out_reserve(c, need))
         return -1;
-    char *p = c->out.data + c->out.len;
+    char *p = c->sock.out.data + c->sock.out.len;
     if (send_continue)
         p = put(p, cont, sizeof cont - 1);
     int code = q->status % 1000;
@@ -800,7 +800,7 @@ static int write_head(struct conn *c, struct h1_request *r)
     else if (http10)
         p = put(p, "connection: keep-alive\r\n", 24);
     p = put(p, "\r\n", 2);
-    c->out.len = (size_t)(p - c->out.data);
+    c->sock.out.len = (size_t)(p - c->sock.out.data);
     r->head_sent = true;
     return 0;
 }
@@ -808,21 +808,21 @@ static int write_head(struct conn *c, struct h1_request *r)
 static int write_body(struct conn *c, struct h1_request *r)
 {
     /* A file over cleartext goes with sendfile, whole, after the head. */
-    if (!c->ssl && !r->chunked && !c->file_out && request_out_file(&r->r, c))
+    if (transport_sends_files(&c->sock) && !r->chunked && !c->sock.file && request_out_file(&r->r, c))
         return 0;
     size_t avail;
     while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {
         size_t n = avail < OUT_CHUNK ? avail : OUT_CHUNK;
         char size[24];
         int sl = r->chunked ? snprintf(size, sizeof size, "%zx\r\n", n) : 0;
-        if (buf_reserve(&c->out, (size_t)sl + n + 2))
+        if (buf_reserve(&c->sock.out, (size_t)sl + n + 2))
             return -1;
-        memcpy(c->out.data + c->out.len, size, (size_t)sl);
-        if (request_out_take(&r->r, c->out.data + c->out.len + sl, n))
+        memcpy(c->sock.out.data + c->sock.out.len, size, (size_t)sl);
+        if (request_out_take(&r->r, c->sock.out.data + c->sock.out.len + sl, n))
             return -1;
-        c->out.len += (size_t)sl + n;
+        c->sock.out.len += (size_t)sl + n;
         if (r->chunked)
-            buf_append(&c->out, "\r\n", 2);
+            buf_append(&c->sock.out, "\r\n", 2);
     }
     return 0;
 }
@@ -857,7 +857,7 @@ static int h1_send(struct conn *c)
     if (write_body(c, r))
         return -1;
     if (request_out_finished(&r->r) && !r->r.sent_all) {
-        if (r->chunked && buf_append(&c->out, "0\r\n\r\n", 5))
+        if (r->chunked && buf_append(&c->sock.out, "0\r\n\r\n", 5))
             return -1;
         if (response_done(c))
             return -1;
@@ -952,7 +952,7 @@ static void request_body_wanted(struct request *q)
 {
     struct h1_request *r = R(q);
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    if (r->expect_continue && !r->continue_sent && !q->responded && buf_append(&q->c->out, cont, sizeof cont - 1) == 0)
+    if (r->expect_continue && !r->continue_sent && !q->responded && buf_append(&q->c->sock.out, cont, sizeof cont - 1) == 0)
         r->continue_sent = true;
 }
 

@@ -849,6 +849,10 @@ static int response_done(struct conn *c)
 static int h1_send(struct conn *c)
 {
     struct h1_conn *h = H(c);
+    /* Body held back for want of room (conn->in) goes on once the handler made some: the
+     * socket may have nothing more to say, so no read would bring it. */
+    if (h && h->phase == H1_BODY && c->in.len && body_room(h) > 0 && c->state == CONN_OPEN && parse_queued(c))
+        return -1;
     if (!h || !h->cur || !h->cur->r.responded || c->state != CONN_OPEN)
         return 0;
     struct h1_request *r = h->cur;

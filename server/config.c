@@ -57,6 +57,7 @@ void config_defaults(struct config *c)
     c->max_resets_per_second = 200;
     c->coro_stack_size = CORO_DEFAULT_STACK;
     c->parking_source = "default";
+    proxy_config_defaults(&c->proxy);
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
@@ -379,6 +380,9 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
             return VALUE_ERR("'%s' is not a stack size in bytes (8192 .. 64 MiB)");
         return c->coro_stack_size = (size_t)n, CONFIG_OK;
     }
+    int rc = proxy_config_set(&c->proxy, key, value, err, errlen);
+    if (rc != 1)
+        return rc;
     return fail(err, errlen, "unknown key '%s'%s", key, "");
 }
 
@@ -435,6 +439,8 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
         }
         if (!strcmp(key, "parking"))
             c->parking_source = "config file";
+        if (!strcmp(key, "proxy_pass"))
+            snprintf(c->proxy.pass_from, sizeof c->proxy.pass_from, "%.140s:%d", name, lineno);
         if (!strcmp(key, "root")) {
             if (!strcmp(name, CONFIG_BUILTIN))
                 snprintf(c->root_from, sizeof c->root_from, CONFIG_BUILTIN);

@@ -35,6 +35,36 @@ struct cidr {
 };
 #define MAX_ALLOW 64
 
+/* The reverse proxy's settings (proxy_conf.c): where requests go, the servers behind it,
+ * and the limits of each exchange.  Top-level settings until locations exist; each is
+ * named as nginx names it, so that it moves into a location unchanged. */
+#define MAX_UPSTREAM_SERVERS 16
+struct upstream_server_conf {
+    struct sockaddr_storage addr;  /* AF_INET, AF_INET6 or AF_UNIX */
+    socklen_t addrlen;
+    char text[112];                /* "127.0.0.1:8081", "[::1]:80", "unix:/run/app.sock" */
+    uint32_t weight, max_fails, max_conns;   /* max_conns 0: no limit */
+    double fail_timeout;
+    bool backup;
+};
+enum upstream_balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN };
+struct proxy_conf {
+    bool on;                       /* proxy_pass is set */
+    char group[64];                /* the upstream group proxy_pass names, "" for one address */
+    char uri[256];                 /* the path proxy_pass gives, replacing location's, or "" */
+    char location[256];            /* proxy_location: the path prefix that is proxied */
+    char host[256];                /* proxy_set_host: Host sent upstream; "" passes the client's */
+    char pass_from[160];           /* where proxy_pass was set, for errors */
+    char upstream_name[64];        /* the group the upstream lines define */
+    struct upstream_server_conf direct;   /* proxy_pass's own address, if it gives one */
+    struct upstream_server_conf servers[MAX_UPSTREAM_SERVERS];   /* what requests go to */
+    int nservers;
+    int balance;                   /* enum upstream_balance */
+    uint32_t keepalive;            /* idle connections kept per server and worker */
+    uint32_t next_upstream_tries;  /* 0: as many as there are servers */
+    double keepalive_timeout, connect_timeout, read_timeout, send_timeout;
+};
+
 struct config {
     struct listen_addr listen[MAX_LISTEN];
     int nlisten;
@@ -65,6 +95,7 @@ struct config {
     const char *parking_source;   /* which setting decided parking, for the log */
     char user[64];                /* drop to this user after binding; "" = stay */
     char root_from[160];          /* where root was set: "site.conf:3", "command line", ... */
+    struct proxy_conf proxy;
 };
 
 extern __thread struct config cfg;
@@ -88,6 +119,11 @@ bool cidr_match(const struct cidr *list, int n, const struct sockaddr *sa);
 long config_max_conns(const struct config *c);
 /* max_handlers, with auto resolved against the machine's memory. */
 long config_max_handlers(const struct config *c);
+/* proxy_conf.c: a proxy_* or upstream* key (1: not one of them); and the check, once every
+ * setting is in, that proxy_pass names servers. */
+int proxy_config_set(struct proxy_conf *p, const char *key, const char *value, char *err, size_t errlen);
+void proxy_config_defaults(struct proxy_conf *p);
+int proxy_config_check(struct proxy_conf *p, char *err, size_t errlen);
 /* What one handler coroutine can pin at most with these settings, in bytes. */
 size_t config_handler_worst_bytes(const struct config *c);
 

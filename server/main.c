@@ -167,6 +167,8 @@ static int load_settings(struct config *c, bool *check_only, char *err, size_t e
         snprintf(err, errlen, "no listen address");
         return -1;
     }
+    if (proxy_config_check(&c->proxy, err, errlen))
+        return -1;
     return 0;
 }
 

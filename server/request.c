@@ -38,7 +38,7 @@
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
-#define MAX_FIELDS 30          /* response fields a handler may give (the front ends take 32) */
+#define MAX_FIELDS 64          /* response fields a handler may give (a proxied response has many; the front ends take 66) */
 
 static request_handler app_handler;
 void (*request_log_hook)(const struct request *r);
@@ -47,6 +47,7 @@ void request_set_handler(request_handler h) { app_handler = h; }
 void request_set_logger(void (*log)(const struct request *r)) { request_log_hook = log; }
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
+static void on_fd_ready(struct ev_loop *loop, ev_io *io, int revents);
 
 void request_init(struct request *r, struct conn *c, const struct request_ops *ops, const char *protocol)
 {
@@ -60,6 +61,8 @@ void request_init(struct request *r, struct conn *c, const struct request_ops *o
     r->started = r->in_progress = r->out_progress = ev_now(c->w->loop);
     ev_init(&r->timer, on_timer);
     r->timer.data = r;
+    ev_init(&r->fd_wait, on_fd_ready);
+    r->fd_wait.data = r;
     r->next = c->requests;
     if (c->requests)
         c->requests->prev = r;
@@ -176,6 +179,10 @@ static void release(struct request *r)
      * and would run on freed memory. */
     if (ev_is_active(&r->timer) || ev_is_pending(&r->timer))
         ev_timer_stop(c->w->loop, &r->timer);
+    if (ev_is_active(&r->fd_wait) || ev_is_pending(&r->fd_wait))
+        ev_io_stop(c->w->loop, &r->fd_wait);
+    if (r->upstream)
+        sc_free(r->upstream);
     if (r->src.release)
         r->src.release(r->src.arg);
     free_buf(r, &r->hdr);
@@ -307,7 +314,7 @@ static void handler_finished(struct request *r)
     if (!r->responded) {
         static const char msg[] = "the handler gave no response\n";
         req_simple(r, 500, "text/plain", msg, sizeof msg - 1);
-    } else if (!r->out_eof) {
+    } else if (!r->out_eof && !r->aborted) {
         req_end(r);
     }
     /* Body it did not read nobody will: dropped now, and the front end told it is taken
@@ -381,7 +388,7 @@ int request_body(struct request *r, const char *data, size_t len)
     if (buf_append(&r->body, data, len))
         return -1;
     r->in_progress = ev_now(r->c->w->loop);
-    if (r->wait == WAIT_BODY)
+    if (r->wait == WAIT_BODY || (r->wait == WAIT_FD && (r->fd_events & REQ_BODY)))
         make_runnable(r);
     return 0;
 }
@@ -389,13 +396,27 @@ int request_body(struct request *r, const char *data, size_t len)
 void request_body_end(struct request *r)
 {
     r->body_eof = true;
-    if (r->wait == WAIT_BODY)
+    if (r->wait == WAIT_BODY || (r->wait == WAIT_FD && (r->fd_events & REQ_BODY)))
         make_runnable(r);
+}
+
+static bool body_ready(const struct request *r) { return r->body.len > r->body_off || r->body_eof; }
+
+ssize_t req_try_body(struct request *r, void *buf, size_t len)
+{
+    if (!body_ready(r) && !gone(r)) {
+        if (!r->body_asked) {
+            r->ops->body_wanted(r);
+            r->body_asked = true;
+        }
+        return REQ_AGAIN;
+    }
+    return req_read_body(r, buf, len);
 }
 
 ssize_t req_read_body(struct request *r, void *buf, size_t len)
 {
-    bool asked = false;
+    bool asked = r->body_asked;
     for (;;) {
         size_t avail = r->body.len - r->body_off;
         if (avail) {
@@ -417,7 +438,7 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len)
             return -1;
         if (!asked) {
             r->ops->body_wanted(r);
-            asked = true;
+            asked = r->body_asked = true;
         }
         request_arm_timer(r);
         wait_for(r, WAIT_BODY);
@@ -596,6 +617,15 @@ int req_end(struct request *r)
     return 0;
 }
 
+void req_abort(struct request *r)
+{
+    if (r->aborted || gone(r))
+        return;
+    r->aborted = true;
+    r->ops->cancel(r);
+    conn_mark_ready(r->c);          /* the serve loop acts on it at its next turn */
+}
+
 int req_simple(struct request *r, int status, const char *content_type, const void *body, size_t len)
 {
     struct header h[] = { { "content-type", content_type } };
@@ -674,7 +704,7 @@ int request_out_take(struct request *r, char *dst, size_t n)
     return 0;
 }
 
-bool request_out_finished(const struct request *r) { return r->out_eof && request_out_avail(r) == 0; }
+bool request_out_finished(const struct request *r) { return r->out_eof && !r->aborted && request_out_avail(r) == 0; }
 
 bool request_out_file(struct request *r, struct conn *c)
 {
@@ -786,6 +816,51 @@ void req_sleep(struct request *r, double seconds)
     r->wake_at = 0;
 }
 
+/* Readiness of the descriptor a handler waits on: it runs again, and the watcher stops
+ * (a wait is one-shot, so an fd nobody waits on wakes nothing). */
+static void on_fd_ready(struct ev_loop *loop, ev_io *io, int revents)
+{
+    struct request *r = io->data;
+    ev_io_stop(loop, io);
+    r->fd_events = (uint8_t)((revents & EV_READ ? REQ_READABLE : 0) | (revents & EV_WRITE ? REQ_WRITABLE : 0));
+    r->wake_at = 0;
+    make_runnable(r);
+    conn_wake(r->c);
+}
+
+int req_wait_fd(struct request *r, int fd, int events, double timeout)
+{
+    if (gone(r))
+        return -1;
+    if ((events & REQ_BODY) && body_ready(r))
+        return REQ_BODY;
+    struct ev_loop *loop = r->c->w->loop;
+    int io = (events & REQ_READABLE ? EV_READ : 0) | (events & REQ_WRITABLE ? EV_WRITE : 0);
+    if (io) {
+        ev_io_set(&r->fd_wait, fd, io);
+        ev_io_start(loop, &r->fd_wait);
+    }
+    r->fd_events = (uint8_t)(events & REQ_BODY);
+    r->wake_at = ev_now(loop) + (timeout > 0 ? timeout : 1e9);
+    request_arm_timer(r);
+    int ready = 0;
+    for (;;) {
+        wait_for(r, WAIT_FD);
+        if (gone(r))
+            break;
+        if (io && !ev_is_active(&r->fd_wait))
+            ready |= r->fd_events & (REQ_READABLE | REQ_WRITABLE);
+        if ((events & REQ_BODY) && body_ready(r))
+            ready |= REQ_BODY;
+        if (ready || !r->wake_at)
+            break;
+    }
+    ev_io_stop(loop, &r->fd_wait);
+    r->fd_events = 0;
+    r->wake_at = 0;
+    return gone(r) ? -1 : ready;
+}
+
 /* ---- what a handler may ask ---- */
 
 const char *req_method(const struct request *r) { return r->method; }
@@ -805,6 +880,28 @@ uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
 
 const char *req_header(const struct request *r, const char *name) { return field(r, name); }
 const char *req_known(const struct request *r, enum known_field k) { return k < KF_COUNT ? known(r, k) : NULL; }
+const char *req_scheme(const struct request *r) { return r->c->sock.ssl ? "https" : "http"; }
+bool req_body_empty(const struct request *r) { return r->body_eof && r->body.len == 0 && r->body_off == 0 && r->content_length <= 0; }
+
+size_t req_headers(const struct request *r, struct header *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t off = 0; off < r->hdr.len && n < cap; n++) {
+        const char *name = r->hdr.data + off, *v = name + strlen(name) + 1;
+        out[n] = (struct header){ name, v };
+        off = (size_t)(v - r->hdr.data) + strlen(v) + 1;
+    }
+    return n;
+}
+
+struct req_upstream *req_upstream(struct request *r)
+{
+    if (!r->upstream && (r->upstream = sc_calloc(1, sizeof *r->upstream)))
+        r->upstream->connect_time = r->upstream->header_time = r->upstream->response_time = -1;
+    return r->upstream;
+}
+
+const struct req_upstream *req_upstream_info(const struct request *r) { return r->upstream; }
 
 size_t req_header_count(const struct request *r) { return r->nfields; }
 

@@ -51,6 +51,10 @@ int path_decode(const char *target, char *out, size_t cap);
 /* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */
 int path_open_beneath(int root_fd, const char *rel);
 
+/* proxy_pass.c: the reverse proxy, for the paths under proxy_location when proxy_pass is set. */
+bool proxy_pass_wants(const char *target);
+void proxy_pass_handle(struct request *r);
+
 /* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);
 

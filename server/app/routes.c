@@ -11,6 +11,7 @@
 
 #include "app/app.h"
 #include "config.h"
+#include "upstream/upstream.h"
 
 static const struct route *const tables[] = { builtin_routes, stats_routes, dashboard_routes };
 /* The bytes the route paths have second ('-' of "/-/..." and 'm' of "/metrics"), set
@@ -55,6 +56,8 @@ void app_handle(struct request *r)
                 return method_not_allowed(r, rt->methods);
             return rt->handler(r);
         }
+    if (proxy_pass_wants(target))
+        return proxy_pass_handle(r);
     static_serve(r);
 }
 
@@ -79,11 +82,16 @@ void app_init(void)
     static_configure();
 }
 
-void app_configure(void) { static_configure(); }
+void app_configure(void)
+{
+    static_configure();
+    upstream_configure();
+}
 
 void app_tick(int worker, double now, const struct worker_counters *n)
 {
     static_sweep(now);
+    upstream_tick(now);
     dashboard_sample(worker, now, n);
 }
 

@@ -32,6 +32,8 @@ static ssize_t plain_read(struct transport *t, void *buf, size_t len)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
+        if (n == 0)
+            errno = 0;
         return -1;
     }
 }
@@ -43,7 +45,13 @@ static ssize_t tls_read(struct transport *t, void *buf, size_t len)
     if (n > 0)
         return n;
     int e = SSL_get_error(t->ssl, n);
-    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? 0 : -1;
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return 0;
+    if (e == SSL_ERROR_ZERO_RETURN)
+        errno = 0;
+    else if (e != SSL_ERROR_SYSCALL || !errno)
+        errno = EPROTO;
+    return -1;
 }
 
 ssize_t transport_read(struct transport *t, void *buf, size_t len)

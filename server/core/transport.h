@@ -37,7 +37,8 @@ struct transport {
     int fd;
 };
 
-/* Reads what is there into buf: > 0 bytes, 0 nothing now, -1 the peer's end or an error. */
+/* Reads what is there into buf: > 0 bytes, 0 nothing now, -1 the peer's end (errno 0) or
+ * an error (errno says which). */
 ssize_t transport_read(struct transport *t, void *buf, size_t len);
 /* A read of n bytes into a buffer of cap took everything the socket had (the next would
  * only say EAGAIN).  Over TLS a read ends at a record's end whatever the socket holds,

@@ -39,7 +39,7 @@ struct request_ops {
 
 enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DONE };
 
-enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
+enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER, WAIT_FD };
 
 struct request {
     struct conn *c;
@@ -55,6 +55,9 @@ struct request {
     bool body_eof;                        /* the request body ended */
     bool responded, out_eof, sent_all;    /* head submitted; body ended; all of it sent */
     bool head;                            /* a HEAD request */
+    bool aborted;                         /* req_abort: the response never ends */
+    bool body_asked;                      /* body_wanted was called */
+    uint8_t fd_events;                    /* req_wait_fd: what it waits for, then what came */
     /* The head: name\0value\0 pairs, pseudo-headers first. */
     struct buf hdr;
     /* Room the front end allocated with the request (request_set_store): the head, then
@@ -80,6 +83,8 @@ struct request {
     struct body_source src;               /* its owner's reference (src.release, if any) */
     uint64_t bytes_sent;
     ev_timer timer;                       /* the nearest of wake_at and the deadlines */
+    ev_io fd_wait;                        /* req_wait_fd's watcher (started only while it waits) */
+    struct req_upstream *upstream;        /* what a proxied request's upstream did, or NULL */
     ev_tstamp wake_at;                    /* when req_sleep ends, or 0 */
     ev_tstamp in_progress;                /* request body last arrived or was all read */
     ev_tstamp out_progress;               /* response data last went out or became ready */

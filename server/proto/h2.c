@@ -34,7 +34,7 @@
 #define BIG_FRAME (8u << 10)
 #define FRAMES_SHIFT 64
 #define PREFACE_LEN 24
-#define MAX_RESPONSE_HEADERS 32
+#define MAX_RESPONSE_HEADERS 66
 
 struct h2_conn {
     nghttp2_session *session;

@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""An application upstream on aiohttp's HTTP/1.1 server, for tests/e2e_reverse_proxy.sh.
+
+usage: upstream_aiohttp.py PORT
+
+  POST /echo        streams the request body back as it reads it (chunked response)
+  GET  /headers     the request's header fields, one "name: value" per line
+  GET  /sse         server-sent events: one now, one a second later, then the end
+  GET  /longpoll    answers after ?s=SECONDS
+"""
+import asyncio
+import sys
+
+from aiohttp import web
+
+
+async def echo(request):
+    resp = web.StreamResponse()
+    resp.content_type = "application/octet-stream"
+    await resp.prepare(request)
+    async for chunk in request.content.iter_any():
+        await resp.write(chunk)
+    await resp.write_eof()
+    return resp
+
+
+async def headers(request):
+    text = "".join("%s: %s\n" % (k.lower(), v) for k, v in request.raw_headers_decoded())
+    return web.Response(text=text)
+
+
+async def sse(request):
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    await resp.write(b"data: 1\n\n")
+    await asyncio.sleep(1)
+    await resp.write(b"data: 2\n\n")
+    await resp.write_eof()
+    return resp
+
+
+async def longpoll(request):
+    await asyncio.sleep(float(request.query.get("s", "1")))
+    return web.Response(text="done\n")
+
+
+class Request(web.Request):
+    def raw_headers_decoded(self):
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.raw_headers]
+
+
+app = web.Application(client_max_size=1 << 30)
+app.router.add_post("/echo", echo)
+app.router.add_get("/headers", headers)
+app.router.add_get("/sse", sse)
+app.router.add_get("/longpoll", longpoll)
+web.Request.raw_headers_decoded = Request.raw_headers_decoded
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)

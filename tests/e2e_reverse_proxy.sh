@@ -173,6 +173,11 @@ grep -q "upstream 127.0.0.1:$DEAD: 1 failure (connect() failed): left out" "$TMP
 code=$(curl -s -o /dev/null -w '%{http_code}' --data-binary x "http://127.0.0.1:$P/index.html")
 [ "$code" = 405 ] || [ "$code" = 200 ]; check post_retried_when_nothing_sent $? "$code"
 stop_daemon
+proxy_to backup backend "upstream = backend 127.0.0.1:$DEAD" "upstream = backend 127.0.0.1:$NG backup" \
+  "proxy_connect_timeout = 1s"
+codes=$(for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$P/index.html"; done)
+[ "$codes" = "200 200 200 " ]; check backup_serves_when_primaries_fail $? "$codes"
+stop_daemon
 proxy_to onlydead "127.0.0.1:$DEAD"
 [ "$(st /x)" = 502 ]; check upstream_down_502 $? ""
 grep -q 'connect() failed' "$TMP/onlydead.access"; check upstream_down_cause_logged $? "$(tail -1 "$TMP/onlydead.access")"

@@ -25,7 +25,7 @@ async def echo(request):
 
 
 async def headers(request):
-    text = "".join("%s: %s\n" % (k.lower(), v) for k, v in request.raw_headers_decoded())
+    text = "".join("%s: %s\n" % (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in request.raw_headers)
     return web.Response(text=text)
 
 
@@ -44,15 +44,9 @@ async def longpoll(request):
     return web.Response(text="done\n")
 
 
-class Request(web.Request):
-    def raw_headers_decoded(self):
-        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self.raw_headers]
-
-
 app = web.Application(client_max_size=1 << 30)
 app.router.add_post("/echo", echo)
 app.router.add_get("/headers", headers)
 app.router.add_get("/sse", sse)
 app.router.add_get("/longpoll", longpoll)
-web.Request.raw_headers_decoded = Request.raw_headers_decoded
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)

@@ -75,7 +75,7 @@ static int parse_bool(const char *v, bool *out)
     return -1;
 }
 
-static int parse_uint(const char *v, unsigned long long max, unsigned long long *out)
+int config_parse_uint(const char *v, unsigned long long max, unsigned long long *out)
 {
     if (!*v || !isdigit((unsigned char)*v))
         return -1;
@@ -89,7 +89,7 @@ static int parse_uint(const char *v, unsigned long long max, unsigned long long 
 }
 
 /* "10s", "250ms", "5m", "1h" or plain seconds. */
-static int parse_duration(const char *v, double *out)
+int config_parse_duration(const char *v, double *out)
 {
     char *end;
     errno = 0;
@@ -122,7 +122,7 @@ static int parse_listen(const char *text, struct listen_addr *out, char *err, si
     memcpy(host, text, hl);
     host[hl] = 0;
     unsigned long long port;
-    if (parse_uint(colon + 1, 65535, &port))
+    if (config_parse_uint(colon + 1, 65535, &port))
         return fail(err, errlen, "listen address '%s': bad port '%s'", text, colon + 1);
     memset(out, 0, sizeof *out);
     snprintf(out->text, sizeof out->text, "%s", text);
@@ -198,7 +198,7 @@ static int parse_cidr(char *item, struct cidr *r, char *err, size_t errlen)
         return fail(err, errlen, "builtin_routes_allow: '%s' is not an IP address or network (or all)%s", item, "");
     unsigned max = r->family == AF_INET ? 32 : 128;
     unsigned long long bits = max;
-    if (slash && parse_uint(slash + 1, max, &bits))
+    if (slash && config_parse_uint(slash + 1, max, &bits))
         return fail(err, errlen, "builtin_routes_allow: '%s': bad prefix length '%s'", item, slash + 1);
     r->bits = (uint8_t)bits;
     for (unsigned i = 0; i < max / 8; i++) {
@@ -288,7 +288,7 @@ static int parse_count_or_auto(const char *value, unsigned long long max, unsign
         *n = 0;
         return 0;
     }
-    return parse_uint(value, max, n) || *n == 0 ? -1 : 0;
+    return config_parse_uint(value, max, n) || *n == 0 ? -1 : 0;
 }
 
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t errlen)
@@ -347,7 +347,7 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
     };
     for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++)
         if (!strcmp(key, durations[i].name)) {
-            if (parse_duration(value, &d) || d > 86400 * 30)
+            if (config_parse_duration(value, &d) || d > 86400 * 30)
                 return VALUE_ERR("'%s' is not a duration (like 10s, 250ms, 5m)");
             return *durations[i].dst = d, CONFIG_OK;
         }
@@ -371,12 +371,12 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].name)) {
-            if (parse_uint(value, ints[i].hi, &n) || n < ints[i].lo)
+            if (config_parse_uint(value, ints[i].hi, &n) || n < ints[i].lo)
                 return VALUE_ERR("'%s' is out of range");
             return *ints[i].dst = (uint32_t)n, CONFIG_OK;
         }
     if (!strcmp(key, "coro_stack_size")) {
-        if (parse_uint(value, 64u << 20, &n) || n < CORO_MIN_STACK)
+        if (config_parse_uint(value, 64u << 20, &n) || n < CORO_MIN_STACK)
             return VALUE_ERR("'%s' is not a stack size in bytes (8192 .. 64 MiB)");
         return c->coro_stack_size = (size_t)n, CONFIG_OK;
     }

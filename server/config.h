@@ -119,6 +119,9 @@ bool cidr_match(const struct cidr *list, int n, const struct sockaddr *sa);
 long config_max_conns(const struct config *c);
 /* max_handlers, with auto resolved against the machine's memory. */
 long config_max_handlers(const struct config *c);
+/* "10s", "250ms", "5m", "1h" or plain seconds; a decimal count up to max: 0, or -1. */
+int config_parse_duration(const char *v, double *out);
+int config_parse_uint(const char *v, unsigned long long max, unsigned long long *out);
 /* proxy_conf.c: a proxy_* or upstream* key (1: not one of them); and the check, once every
  * setting is in, that proxy_pass names servers. */
 int proxy_config_set(struct proxy_conf *p, const char *key, const char *value, char *err, size_t errlen);

@@ -42,34 +42,12 @@ static int fail(char *err, size_t errlen, const char *fmt, const char *a, const 
     return CONFIG_ERROR;
 }
 
-static int seconds(const char *v, double *out)
-{
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (end == v || errno || d < 0)
-        return -1;
-    if (!*end || !strcmp(end, "s"))
-        *out = d;
-    else if (!strcmp(end, "ms"))
-        *out = d / 1000;
-    else if (!strcmp(end, "m"))
-        *out = d * 60;
-    else if (!strcmp(end, "h"))
-        *out = d * 3600;
-    else
-        return -1;
-    return 0;
-}
+static int seconds(const char *v, double *out) { return config_parse_duration(v, out); }
 
 static int count(const char *v, unsigned long long max, uint32_t *out)
 {
-    char *end;
-    errno = 0;
-    if (!isdigit((unsigned char)*v))
-        return -1;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || *end || n > max)
+    unsigned long long n;
+    if (config_parse_uint(v, max, &n))
         return -1;
     *out = (uint32_t)n;
     return 0;

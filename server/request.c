@@ -880,6 +880,25 @@ uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
 
 const char *req_header(const struct request *r, const char *name) { return field(r, name); }
 const char *req_known(const struct request *r, enum known_field k) { return k < KF_COUNT ? known(r, k) : NULL; }
+bool http_list_has(const char *list, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *s = list; *s;) {
+        while (*s == ' ' || *s == '\t' || *s == ',')
+            s++;
+        const char *e = s;
+        while (*e && *e != ',')
+            e++;
+        const char *t = e;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if ((size_t)(t - s) == tl && !strncasecmp(s, token, tl))
+            return true;
+        s = e;
+    }
+    return false;
+}
+
 const char *req_scheme(const struct request *r) { return r->c->sock.ssl ? "https" : "http"; }
 bool req_body_empty(const struct request *r) { return r->body_eof && r->body.len == 0 && r->body_off == 0 && r->content_length <= 0; }
 

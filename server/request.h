@@ -50,7 +50,9 @@ size_t req_header_count(const struct request *r);
 struct header req_header_at(const struct request *r, size_t i);
 /* Every field in the order received, pseudo-headers included, up to cap: how many. */
 size_t req_headers(const struct request *r, struct header *out, size_t cap);
-const char *req_scheme(const struct request *r);      /* "https" over TLS, else "http" */
+const char *req_scheme(const struct request *r);
+/* A comma-separated field value (RFC 9110 5.6.1) names token, case aside. */
+bool http_list_has(const char *list, const char *token);      /* "https" over TLS, else "http" */
 /* The request body is over and was empty (nothing came, nothing will): false while a
  * body may still come. */
 bool req_body_empty(const struct request *r);

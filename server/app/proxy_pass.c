@@ -53,24 +53,6 @@ struct exchange {
     uint8_t send_failed;           /* the upstream stopped taking the request: why */
 };
 
-static bool list_has(const char *list, const char *token, size_t tl)
-{
-    for (const char *s = list; *s;) {
-        while (*s == ' ' || *s == '\t' || *s == ',')
-            s++;
-        const char *e = s;
-        while (*e && *e != ',')
-            e++;
-        const char *t = e;
-        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-            t--;
-        if ((size_t)(t - s) == tl && !strncasecmp(s, token, tl))
-            return true;
-        s = e;
-    }
-    return false;
-}
-
 /* RFC 9110 7.6.1's hop-by-hop fields, and those Connection names. */
 static bool hop_by_hop(const char *name, const char *connection)
 {
@@ -79,7 +61,7 @@ static bool hop_by_hop(const char *name, const char *connection)
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (!strcmp(name, fields[i]))
             return true;
-    return connection && list_has(connection, name, strlen(name));
+    return connection && http_list_has(connection, name);
 }
 
 static bool idempotent(const char *m)

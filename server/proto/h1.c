@@ -73,6 +73,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http1_syntax.h"
 #include "httpdate.h"
 #include "proto/frontend.h"
 #include "proto/h1.h"
@@ -230,8 +231,6 @@ static void error_response(struct conn *c, int status)
 
 /* ---- the head, from llhttp's callbacks ---- */
 
-static bool tchar(int ch) { return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch)); }
-
 static int fail(llhttp_t *p, int status)
 {
     struct h1_conn *h = H(p->data);
@@ -297,25 +296,6 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
     return add_span(p, &h->value, at, n);
 }
 
-static bool list_has(const char *list, const char *token)
-{
-    size_t tl = strlen(token);
-    for (const char *s = list; *s;) {
-        while (*s == ' ' || *s == '\t' || *s == ',')
-            s++;
-        const char *e = s;
-        while (*e && *e != ',')
-            e++;
-        const char *t = e;
-        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-            t--;
-        if ((size_t)(t - s) == tl && !strncasecmp(s, token, tl))
-            return true;
-        s = e;
-    }
-    return false;
-}
-
 /* RFC 9112 section 2.3: HTTP/1.x with x above 1 is answered as HTTP/1.1 (llhttp, told to
  * be lenient about versions, hands every digit.digit here); any other major version is
  * one h2park does not speak (505, RFC 9110 section 15.6.6). */
@@ -372,20 +352,8 @@ static int on_header_value_complete(llhttp_t *p)
     struct h1_conn *h = H(c);
     char *name = h->field.data, *value = h->value.data ? h->value.data : "";
     size_t nl = h->field.len, vl = h->value.len;
-    if (!nl)
-        return fail(p, 400);
-    for (size_t i = 0; i < nl; i++) {
-        if (!tchar((unsigned char)name[i]))
-            return fail(p, 400);   /* whitespace or worse in a field name */
-        name[i] = (char)tolower((unsigned char)name[i]);
-    }
-    while (vl && (value[vl - 1] == ' ' || value[vl - 1] == '\t'))
-        vl--;
-    for (size_t i = 0; i < vl; i++) {
-        unsigned char ch = (unsigned char)value[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return fail(p, 400);
-    }
+    if (!http1_name_ok(name, nl) || !http1_value_ok(value, &vl))
+        return fail(p, 400);       /* whitespace or worse in a field name, a control character in a value */
     h->field.len = h->value.len = 0;
     /* Trailers (RFC 9110 section 6.5): checked like the head's fields and bounded - the
      * head and its trailers together within max_header_list_size (add_span), at most
@@ -425,8 +393,8 @@ static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
         return false;              /* h2c is for cleartext; over TLS ALPN chooses */
     const char *upgrade = req_known(&r->r, KF_UPGRADE), *connection = req_known(&r->r, KF_CONNECTION);
     const char *settings = req_known(&r->r, KF_HTTP2_SETTINGS);
-    return upgrade && connection && settings && list_has(upgrade, "h2c") && list_has(connection, "upgrade") &&
-           list_has(connection, "http2-settings");
+    return upgrade && connection && settings && http_list_has(upgrade, "h2c") && http_list_has(connection, "upgrade") &&
+           http_list_has(connection, "http2-settings");
 }
 
 /* An absolute-form target (RFC 9112 section 3.2.2), "http://authority/path?query": 1

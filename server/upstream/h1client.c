@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http1_syntax.h"
 #include "scalloc.h"
 #include "upstream/upstream.h"
 
@@ -65,28 +66,16 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
     return add_span(p, &r->value, at, n);
 }
 
-static bool tchar(int ch) { return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch)); }
-
 static int on_header_value_complete(llhttp_t *p)
 {
     struct h1_response *r = P(p);
     char *name = r->name.data;
     const char *value = r->value.data ? r->value.data : "";
     size_t nl = r->name.len, vl = r->value.len;
-    if (!nl)
-        return refuse(p, "upstream sent an empty header name");
-    for (size_t i = 0; i < nl; i++) {
-        if (!tchar((unsigned char)name[i]))
-            return refuse(p, "upstream sent an invalid header name");
-        name[i] = (char)tolower((unsigned char)name[i]);
-    }
-    while (vl && (value[vl - 1] == ' ' || value[vl - 1] == '\t'))
-        vl--;
-    for (size_t i = 0; i < vl; i++) {
-        unsigned char ch = (unsigned char)value[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return refuse(p, "upstream sent a control character in a header");
-    }
+    if (!http1_name_ok(name, nl))
+        return refuse(p, "upstream sent an invalid header name");
+    if (!http1_value_ok(value, &vl))
+        return refuse(p, "upstream sent a control character in a header");
     if (nl == 14 && !memcmp(name, "content-length", 14)) {
         if (r->length >= 0)
             return refuse(p, "upstream sent two Content-Length headers");

@@ -122,7 +122,7 @@ struct req_upstream {
     char addr[64];                 /* the last server tried, "addr:port" or "unix:path" */
     int status;                    /* its response's status, 0 if none */
     double connect_time, header_time, response_time;   /* seconds from the first try; -1 none */
-    const char *error;             /* why it failed, or NULL */
+    char error[128];               /* why it failed, or "" */
     uint8_t tries;
 };
 struct req_upstream *req_upstream(struct request *r);  /* allocated on first call; NULL without memory */

@@ -143,7 +143,7 @@ static void put_upstream(struct line *l, const struct req_upstream *u, bool json
     put_time(l, "upstream_connect_time", u->connect_time, json);
     put_time(l, "upstream_header_time", u->header_time, json);
     put_time(l, "upstream_response_time", u->response_time, json);
-    if (u->error) {
+    if (u->error[0]) {
         put(l, json ? ",\"upstream_error\":" : " upstream_error=", json ? 18 : 16);
         put_escaped(l, u->error, true, FIELD_MAX);
     }

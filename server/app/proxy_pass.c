@@ -277,7 +277,7 @@ static void fail(struct exchange *x, enum upstream_failure why)
     struct req_upstream *u = req_upstream(r);
     const char *cause = why == UF_INVALID && x->resp.error ? x->resp.error : upstream_failure_text[why];
     if (u)
-        u->error = cause;
+        snprintf(u->error, sizeof u->error, "%s", cause);   /* x, and the text, go before the log line */
     log_msg(LOG_ERROR, "%s: %s %s: upstream %s: %s", req_peer(r), req_method(r), req_target(r),
             x->server >= 0 ? cfg.proxy.servers[x->server].text : "-", cause);
     if (x->responded) {

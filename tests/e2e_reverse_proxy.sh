@@ -32,7 +32,10 @@ http {
     location = /hop { add_header Connection "close, x-secret" always; add_header X-Secret hidden; add_header Keep-Alive "timeout=5"; return 200 "hop\n"; }
   } }
 EOF
-nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" 2>/dev/null & PIDS="$PIDS $!"
+nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" 2>/dev/null & NGPID=$!; PIDS="$PIDS $NGPID"
+# nginx's master stops its worker on TERM; lib.sh's kill -9 would leave the worker holding
+# the test's output open.
+trap 'kill -TERM $NGPID 2>/dev/null; wait $NGPID 2>/dev/null; cleanup' EXIT
 $PY "$HERE/upstream_aiohttp.py" "$AIO" & PIDS="$PIDS $!"
 $PY "$HERE/upstream_faults.py" "$FAULT" & PIDS="$PIDS $!"
 for i in $(seq 1 50); do
@@ -114,7 +117,7 @@ for proto in --http1.1 --http2-prior-knowledge; do
 done
 # Long polls: 200 of them waiting on the upstream, every client connection parked meanwhile.
 lpids=""
-for i in $(seq 1 200); do curl -s -m 30 "http://127.0.0.1:$P/longpoll?s=8" -o /dev/null -w '%{http_code}\n' >> "$TMP/lp.out" & lpids="$lpids $!"; done
+for i in $(seq 1 200); do curl -s -m 30 "http://127.0.0.1:$P/longpoll?s=4" -o /dev/null -w '%{http_code}\n' >> "$TMP/lp.out" & lpids="$lpids $!"; done
 for i in $(seq 1 60); do
   j=$(stats_json); conns=$(stat_from "$j" conns); parked=$(stat_from "$j" parked_conns)
   [ "${conns:-0}" -ge 200 ] && break

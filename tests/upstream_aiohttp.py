@@ -6,7 +6,8 @@ usage: upstream_aiohttp.py PORT
   POST /echo        streams the request body back as it reads it (chunked response)
   GET  /headers     the request's header fields, one "name: value" per line
   GET  /sse         server-sent events: one now, one a second later, then the end
-  GET  /longpoll    answers after ?s=SECONDS
+  GET  /longpoll    answers after ?s=SECONDS, or once /release is asked (?s=0: no limit)
+  GET  /release     answers every long poll waiting for it
 """
 import asyncio
 import sys
@@ -39,9 +40,22 @@ async def sse(request):
     return resp
 
 
+released = asyncio.Event()
+
+
 async def longpoll(request):
-    await asyncio.sleep(float(request.query.get("s", "1")))
+    s = float(request.query.get("s", "1"))
+    try:
+        await asyncio.wait_for(released.wait(), timeout=s if s > 0 else None)
+    except asyncio.TimeoutError:
+        pass
     return web.Response(text="done\n")
+
+
+async def release(request):
+    released.set()
+    released.clear()
+    return web.Response(text="released\n")
 
 
 app = web.Application(client_max_size=1 << 30)
@@ -49,4 +63,5 @@ app.router.add_post("/echo", echo)
 app.router.add_get("/headers", headers)
 app.router.add_get("/sse", sse)
 app.router.add_get("/longpoll", longpoll)
+app.router.add_get("/release", release)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)

@@ -139,10 +139,11 @@ st() { curl -s -m 10 -o "$TMP/body.out" -w '%{http_code}' "http://127.0.0.1:$P$1
 [ "$(st /slow-head?s=2)" = 504 ]; check slow_head_504 $? ""
 [ "$(st /half)" = 502 ]; check half_closed_502 $? ""
 [ "$(st /close-early)" = 502 ]; check closed_before_response_502 $? ""
-for bad in cl-te two-cl te-gzip fold; do
+for bad in cl-te two-cl te-gzip fold status-20; do
   [ "$(st /$bad)" = 502 ]; check "smuggling_shaped_${bad}_502" $? "$(cat "$TMP/body.out")"
 done
 grep 'GET /cl-te' "$TMP/daemon.log" | grep -q 'Transfer-Encoding'; check smuggling_cause_logged $? "$(tail -2 "$TMP/daemon.log")"
+grep 'GET /status-20' "$TMP/daemon.log" | grep -q 'invalid status code'; check bad_status_cause_logged $? "$(grep status-20 "$TMP/daemon.log" | tail -1)"
 # A response followed by one nobody asked for: the first is passed on, the connection is
 # never reused, and no later client sees the second.
 body=$(curl -s "http://127.0.0.1:$P/double"); later=$(for i in 1 2 3; do curl -s "http://127.0.0.1:$P/ok"; done | tr -d '\n')

@@ -15,6 +15,7 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /two-cl          two different Content-Lengths
   /te-gzip         Transfer-Encoding: gzip
   /fold            a folded (obs-fold) header line
+  /status-20       a status code of two digits (llhttp reads it as 20)
   /double          a complete response, then a second one nobody asked for
   /sse             chunked events: one now, one 2 seconds later, then the end
 Anything the request carries as a body is read (Content-Length or chunked) first.
@@ -108,6 +109,8 @@ class Handler(socketserver.BaseRequestHandler):
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 8\r\n\r\nhellohel")
             elif path == "/te-gzip":
                 s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello")
+            elif path == "/status-20":
+                s.sendall(b"HTTP/1.1 20 OK\r\nContent-Length: 2\r\n\r\nok")
             elif path == "/fold":
                 s.sendall(b"HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\nContent-Length: 2\r\n\r\nok")
             elif path == "/double":

@@ -7,8 +7,9 @@
  * the proxy and a client disagree on where a response ends is refused (502) rather than
  * repaired: Transfer-Encoding with Content-Length, two Content-Lengths, a transfer coding
  * other than chunked, obs-fold, whitespace in or before a field name, control characters
- * in a value, a head over head_max.  A 1xx response (100 Continue, 103 Early Hints) is
- * read and dropped; a 101 is refused, as no upgrade was asked.
+ * in a value, a head over head_max, a status that is not three digits.  A 1xx response
+ * (100 Continue, 103 Early Hints) is read and dropped; a 101 is refused, as no upgrade was
+ * asked.
  *
  * Every callback runs inside h1resp_parse, on a parser that h1resp_init set up, so
  * none runs without its struct: the callbacks' states are message begin, head, body,
@@ -107,11 +108,15 @@ static int on_headers_complete(llhttp_t *p)
     if (r->chunked && r->length >= 0)
         return refuse(p, "upstream sent Transfer-Encoding with Content-Length");
     r->status = llhttp_get_status_code(p);
+    /* llhttp takes any number: a status that is not three digits (RFC 9110 15) would
+     * otherwise pass for a 1xx below, its body for nothing. */
+    if (r->status < 100 || r->status > 599)
+        return refuse(p, "upstream sent an invalid status code");
     if (r->status < 200) {
         if (r->status == 101)
             return refuse(p, "upstream switched protocols unasked");
         r->informational = true;   /* dropped: the real response follows */
-        return 0;
+        return 1;                  /* a 1xx has no body (RFC 9110 15.2), whatever it says */
     }
     r->length = (p->flags & F_CONTENT_LENGTH) ? (int64_t)p->content_length : -1;
     buf_free(&r->name);

@@ -15,7 +15,7 @@ build="pkg-config libnghttp2-dev libev-dev libssl-dev node-llhttp"
 # systemd: systemd-socket-activate and systemd-analyze; man-db and groff-base: the manual;
 # prometheus: promtool checks /metrics; valgrind: the instruction budget (e2e_instructions); the
 # rest: programs run under the drop-in malloc.
-test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack python3-aiohttp nginx-light haproxy chromium prometheus valgrind
+test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack python3-aiohttp python3-websockets nginx-light haproxy chromium prometheus valgrind
       systemd man-db groff-base nghttp2-server redis-server redis-tools sqlite3 git perl libjemalloc2 g++ xz-utils nodejs"
 fuzz="$build clang libclang-rt-14-dev"
 bench="$test nghttp2-server h2o gnuplot-nox valgrind libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-context-dev golang-go golang-golang-x-net-dev

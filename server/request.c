@@ -511,6 +511,14 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
 {
     if (r->responded || gone(r))
         return -1;
+    /* 101 only where the front end can hand the connection over; the tunnel's body is
+     * the client's bytes from here on, its end the client's close. */
+    if (status == 101) {
+        if (!r->upgrade_offered || length != BODY_STREAM || r->body.len > r->body_off)
+            return -1;
+        r->tunnel = true;
+        r->body_eof = false;
+    }
     /* The fields go into one buffer sized at once, with their lengths, so no front end
      * measures them again. */
     size_t lead_len;
@@ -549,6 +557,8 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     r->out_progress = ev_now(r->c->w->loop);
     if (r->ops->respond(r)) {
         r->responded = false;
+        if (r->tunnel)
+            r->tunnel = false, r->body_eof = true;
         r->resp.len = was;          /* a handler that tries again starts from the same fields */
         r->nresp = was_fields;
         return -1;
@@ -748,7 +758,7 @@ static ev_tstamp deadline(const struct request *r, enum deadline *kind)
         return best;
     /* Body is awaited by a handler, or by a front end that answered in full and drops
      * what still comes (HTTP/2 until the client ends its stream). */
-    if (!r->body_eof && (r->handler || r->sent_all) && cfg.body_timeout > 0 && r->body.len == r->body_off) {
+    if (!r->body_eof && !r->tunnel && (r->handler || r->sent_all) && cfg.body_timeout > 0 && r->body.len == r->body_off) {
         ev_tstamp t = r->in_progress + cfg.body_timeout;
         if (!best || t < best)
             best = t, *kind = DEADLINE_BODY;
@@ -900,6 +910,7 @@ bool http_list_has(const char *list, const char *token)
 }
 
 const char *req_scheme(const struct request *r) { return r->c->sock.ssl ? "https" : "http"; }
+const char *req_upgrade(const struct request *r) { return r->upgrade_offered ? known(r, KF_UPGRADE) : NULL; }
 bool req_body_empty(const struct request *r) { return r->body_eof && r->body.len == 0 && r->body_off == 0 && r->content_length <= 0; }
 
 size_t req_headers(const struct request *r, struct header *out, size_t cap)

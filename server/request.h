@@ -51,6 +51,15 @@ struct header req_header_at(const struct request *r, size_t i);
 /* Every field in the order received, pseudo-headers included, up to cap: how many. */
 size_t req_headers(const struct request *r, struct header *out, size_t cap);
 const char *req_scheme(const struct request *r);
+/* The protocol the client asks to switch to (its Upgrade field), when the front end can
+ * hand it the connection: an HTTP/1.1 request without a body whose Connection names
+ * upgrade.  NULL otherwise (HTTP/2 has no Upgrade; h2c's own is the front end's).  A
+ * handler that answers 101 (with the upgrade field it switched to) turns the exchange
+ * into a tunnel: from then on the request body is the client's bytes as they come, until
+ * it closes its side; what the handler writes goes out as it is; and the connection ends
+ * with the response.  Neither way has the request's own deadlines then: the handler
+ * bounds the silence (req_wait_fd's timeout). */
+const char *req_upgrade(const struct request *r);
 /* A comma-separated field value (RFC 9110 5.6.1) names token, case aside. */
 bool http_list_has(const char *list, const char *token);      /* "https" over TLS, else "http" */
 /* The request body is over and was empty (nothing came, nothing will): false while a

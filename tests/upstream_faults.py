@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""An HTTP/1.1 upstream that misbehaves on request, for tests/e2e_reverse_proxy.sh.
+"""An HTTP/1.1 upstream that misbehaves on request, for tests/e2e_reverse_proxy.sh and
+tests/e2e_proxy_websocket.sh.
 
 usage: upstream_faults.py PORT
 
@@ -18,6 +19,9 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /status-20       a status code of two digits (llhttp reads it as 20)
   /double          a complete response, then a second one nobody asked for
   /sse             chunked events: one now, one 2 seconds later, then the end
+  /switch-unasked  a 101 whatever was asked, then what looks like a second response
+  /switch-nameless a 101 without the Upgrade field that names the protocol
+  /head-fields     200, the body is the request's fields as name=value|, sorted
 Anything the request carries as a body is read (Content-Length or chunked) first.
 """
 import socket
@@ -116,6 +120,17 @@ class Handler(socketserver.BaseRequestHandler):
             elif path == "/double":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nfirst\n"
                           b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n")
+            elif path == "/switch-unasked":
+                s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                          b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n")
+                time.sleep(0.5)
+                return
+            elif path == "/switch-nameless":
+                s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\nraw bytes")
+                time.sleep(0.5)
+                return
+            elif path == "/head-fields":
+                respond(s, "200 OK", ("".join("%s=%s|" % kv for kv in sorted(headers.items())) + "\n").encode())
             elif path == "/sse":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 s.sendall(b"9\r\ndata: 1\n\n\r\n")

@@ -19,6 +19,13 @@
  * 8.2.3), a body without a length sent chunked.  The response's Date and Server are
  * this server's, as in nginx.
  *
+ * WebSocket (RFC 6455) over HTTP/1.1: a client's Upgrade: websocket goes upstream with
+ * Connection: upgrade, and the upstream's 101 makes the exchange a tunnel (tunnel()):
+ * bytes both ways as they come, with the same bounds - one read buffer, freed whenever it
+ * empties, and the request's output - so an idle tunnel waits holding no buffer.  Its
+ * silence both ways is bounded by proxy_read_timeout, as in nginx; the upstream
+ * connection is never pooled afterwards.
+ *
  * Failures map to nginx's statuses (502; 504 for timeouts; 503 when every server is at
  * max_conns), with the cause in the error log and the access log.  Another server is
  * tried only while nothing reached the client, and after any byte of the request went
@@ -29,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "app/app.h"
 #include "config.h"
@@ -43,6 +51,7 @@
 
 struct exchange {
     struct request *r;
+    const char *upgrade;           /* the client's Upgrade, passed on (websocket), or NULL */
     struct upstream_conn *uc;
     struct h1_response resp;
     struct buf rx;                 /* read from the upstream, not yet parsed */
@@ -84,8 +93,9 @@ static int join(struct buf *b, const char *value, const char *sep)
 
 /* The request head for the upstream: the target with proxy_location swapped for
  * proxy_pass's path (if it gives one), the client's fields but the hop-by-hop ones, and
- * the proxy's own.  *chunked: the body goes with the chunked coding. */
-static int build_head(struct request *r, struct buf *head, bool *chunked)
+ * the proxy's own; upgrade, the protocol the client asks for, asked for again.  *chunked:
+ * the body goes with the chunked coding. */
+static int build_head(struct request *r, const char *upgrade, struct buf *head, bool *chunked)
 {
     const struct proxy_conf *pc = &cfg.proxy;
     struct header h[FIELDS_MAX];
@@ -146,7 +156,9 @@ static int build_head(struct request *r, struct buf *head, bool *chunked)
         *chunked = true;
         rc = rc || put_field(head, "Transfer-Encoding", "chunked");
     }
-    if (!pc->keepalive)
+    if (upgrade)
+        rc = rc || put_field(head, "Connection", "upgrade") || put_field(head, "Upgrade", upgrade);
+    else if (!pc->keepalive)
         rc = rc || put_field(head, "Connection", "close");
     return rc || put(head, "\r\n");
 }
@@ -227,8 +239,9 @@ static int pump(struct exchange *x, bool chunked, int *events, enum upstream_fai
                 u->status = x->resp.status;
             }
             upstream_responded(x->server, x->resp.status);
-            if (respond(x)) {
-                *why = UF_NONE;
+            int rs = respond(x);
+            if (rs) {
+                *why = rs == -2 ? UF_INVALID : UF_NONE;
                 return -1;
             }
             continue;
@@ -297,12 +310,14 @@ static int respond(struct exchange *x)
     struct h1_response *p = &x->resp;
     struct header h[FIELDS_MAX];
     size_t n = 0;
-    const char *connection = NULL, *via = NULL;
+    const char *connection = NULL, *via = NULL, *upgrade = NULL;
     for (size_t off = 0; off < p->fields.len;) {
         const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
         if (!strcmp(name, "connection"))
             connection = value;
+        else if (!strcmp(name, "upgrade"))
+            upgrade = value;
     }
     for (size_t off = 0; off < p->fields.len && n < FIELDS_MAX - 1;) {
         const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
@@ -322,8 +337,90 @@ static int respond(struct exchange *x)
     int64_t length = p->length >= 0 ? p->length : BODY_STREAM;
     if (p->status == 204 || p->status == 304)
         length = BODY_NONE;
+    if (p->upgraded) {
+        if (!upgrade) {
+            p->error = "upstream switched protocols without naming one";
+            return -2;
+        }
+        h[n++] = (struct header){ "upgrade", upgrade };
+        length = BODY_STREAM;
+    }
     x->responded = true;
     return req_respond(r, p->status, h, n, length);
+}
+
+/* After a 101: the client's bytes up, the upstream's down, as they come, until the
+ * upstream closes (the client's close is passed on as a half-close, and the upstream has
+ * the last word).  Each wait is the request's; silence both ways for read_timeout ends
+ * it, as nginx.  0 when the upstream closed, -1 on a failure (*why; UF_NONE: the client
+ * went). */
+static int tunnel(struct exchange *x, enum upstream_failure *why)
+{
+    struct request *r = x->r;
+    struct transport *t = &x->uc->t;
+    bool client_open = true;
+    for (;;) {
+        if (x->rx_off < x->rx.len) {
+            if (req_write(r, x->rx.data + x->rx_off, x->rx.len - x->rx_off)) {
+                *why = UF_NONE;
+                return -1;
+            }
+            x->rx.len = x->rx_off = 0;
+        }
+        if (transport_pending(t)) {
+            uint64_t moved;
+            int f = transport_flush(t, &moved);
+            if (f < 0) {
+                *why = errno == ECONNRESET ? UF_RESET : UF_SEND;
+                return -1;
+            }
+        }
+        if (client_open && !transport_pending(t)) {
+            if (buf_reserve(&t->out, BODY_PIECE)) {
+                *why = UF_SEND;
+                return -1;
+            }
+            ssize_t n = req_try_body(r, t->out.data, BODY_PIECE);
+            if (n > 0) {
+                t->out.len = (size_t)n;
+                continue;
+            }
+            if (n == 0) {
+                client_open = false;
+                shutdown(t->fd, SHUT_WR);
+            } else if (n != REQ_AGAIN) {
+                *why = UF_NONE;
+                return -1;
+            }
+            if (!t->out.len)
+                buf_free(&t->out);
+        }
+        if (buf_reserve(&x->rx, UPSTREAM_READ)) {
+            *why = UF_INVALID;
+            return -1;
+        }
+        ssize_t n = transport_read(t, x->rx.data, x->rx.cap);
+        if (n > 0) {
+            x->rx.len = (size_t)n;
+            x->rx_off = 0;
+            continue;
+        }
+        buf_free(&x->rx);            /* an idle tunnel holds no buffer */
+        x->rx_off = 0;
+        if (n < 0) {
+            if (!errno)
+                return 0;
+            *why = errno == ECONNRESET ? UF_RESET : UF_CLOSED;
+            return -1;
+        }
+        bool pending = transport_pending(t);
+        int events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (client_open && !pending ? REQ_BODY : 0);
+        int w = req_wait_fd(r, t->fd, events, pending ? cfg.proxy.send_timeout : cfg.proxy.read_timeout);
+        if (w <= 0) {
+            *why = w < 0 ? UF_NONE : pending ? UF_SEND_TIMEOUT : UF_READ_TIMEOUT;
+            return -1;
+        }
+    }
 }
 
 /* One try on server x->server: 0 answered (the response went to the client, whole or
@@ -345,7 +442,7 @@ static int attempt(struct exchange *x, const struct buf *head, bool chunked, enu
     if (u && u->connect_time < 0)
         u->connect_time = req_now(r) - x->started;
     h1resp_free(&x->resp);
-    h1resp_init(&x->resp, req_is_head(r), cfg.max_header_list_size);
+    h1resp_init(&x->resp, req_is_head(r), x->upgrade != NULL, cfg.max_header_list_size);
     x->rx.len = x->rx_off = 0;
     x->body_open = chunked || req_content_length(r) > 0;
     x->request_sent = false;
@@ -368,6 +465,20 @@ static int attempt(struct exchange *x, const struct buf *head, bool chunked, enu
             *why = w < 0 ? UF_NONE : events & REQ_WRITABLE ? UF_SEND_TIMEOUT : UF_READ_TIMEOUT;
             goto failed;
         }
+    }
+    if (x->resp.upgraded) {
+        int tr = tunnel(x, why);
+        upstream_done(x->uc, false, req_now(r));
+        x->uc = NULL;
+        if (u)
+            u->response_time = req_now(r) - x->started;
+        if (tr == 0) {
+            req_end(r);
+        } else if (*why != UF_NONE) {
+            fail(x, *why);           /* the tunnel is cut: the client's connection closes */
+            *why = UF_NONE;
+        }
+        return 0;
     }
     req_end(r);
     if (u)
@@ -395,7 +506,12 @@ void proxy_pass_handle(struct request *r)
     struct exchange *x = sc_calloc(1, sizeof *x);
     struct buf head = { 0 };
     bool chunked;
-    if (!x || build_head(r, &head, &chunked)) {
+    /* WebSocket is the one upgrade passed on: another protocol is not known to be one a
+     * byte tunnel carries faithfully (h2c is the front end's own). */
+    const char *upgrade = req_upgrade(r);
+    if (upgrade && !http_list_has(upgrade, "websocket"))
+        upgrade = NULL;
+    if (!x || build_head(r, upgrade, &head, &chunked)) {
         sc_free(x);
         buf_free(&head);
         reply_text(r, 500, "500 Internal Server Error\n");
@@ -403,6 +519,7 @@ void proxy_pass_handle(struct request *r)
     }
     x->r = r;
     x->server = -1;
+    x->upgrade = upgrade;
     x->started = req_now(r);
     struct req_upstream *u = req_upstream(r);
     uint32_t tried = 0;

@@ -57,6 +57,8 @@ struct request {
     bool head;                            /* a HEAD request */
     bool aborted;                         /* req_abort: the response never ends */
     bool body_asked;                      /* body_wanted was called */
+    bool upgrade_offered;                 /* the front end can tunnel it (req_upgrade) */
+    bool tunnel;                          /* answered 101: a tunnel both ways */
     uint8_t fd_events;                    /* req_wait_fd: what it waits for, then what came */
     /* The head: name\0value\0 pairs, pseudo-headers first. */
     struct buf hdr;

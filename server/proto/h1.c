@@ -94,6 +94,7 @@ enum h1_phase {
     H1_BODY,        /* its handler runs; body may still arrive */
     H1_WAIT,        /* the message is complete, its response is not: parser paused */
     H1_DISCARD,     /* the response is done, the rest of the body is dropped */
+    H1_TUNNEL,      /* answered 101: the client's bytes are the request's body, unparsed */
 };
 
 struct h1_request {
@@ -472,7 +473,13 @@ static int on_headers_complete(llhttp_t *p)
             h->upgrading = true;
             return HPE_PAUSED;
         }
-        p->upgrade = 0;            /* any other upgrade is ignored (RFC 9110 7.8) */
+        /* Any other upgrade is the handler's to take (a 101 makes a tunnel) or ignore (RFC
+         * 9110 7.8): the head is parsed as a request without one, so what follows it waits
+         * in conn->in, unparsed, until the answer says which it is. */
+        const char *connection = req_known(&r->r, KF_CONNECTION);
+        r->r.upgrade_offered = !has_body && p->http_minor >= 1 && req_known(&r->r, KF_UPGRADE) && connection &&
+                               http_list_has(connection, "upgrade");
+        p->upgrade = 0;
     }
     if (!llhttp_should_keep_alive(p))
         h->close_after = true;
@@ -604,7 +611,7 @@ static int upgrade(struct conn *c, const char *rest, size_t len)
 
 static size_t body_room(const struct h1_conn *h)
 {
-    if (h->phase != H1_BODY)
+    if (h->phase != H1_BODY && h->phase != H1_TUNNEL)
         return SIZE_MAX;
     size_t held = h->cur->r.body.len - h->cur->r.body_off;
     return held < H1_BODY_MAX ? H1_BODY_MAX - held : 0;
@@ -645,9 +652,38 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
     return 0;
 }
 
+/* A tunnel's input: handed on as it is, as much as the handler has room for; the rest
+ * waits in conn->in (and reading stops) until it makes room. */
+static int tunnel_in(struct conn *c, const char *data, size_t len, size_t *used)
+{
+    struct h1_conn *h = H(c);
+    size_t room = body_room(h);
+    *used = len < room ? len : room;
+    return *used && request_body(&h->cur->r, data, *used) ? -1 : 0;
+}
+
+/* The tunnel's input that waits in conn->in, and the client's close after it. */
+static int tunnel_queued(struct conn *c)
+{
+    size_t used = 0;
+    if (c->in.len && tunnel_in(c, c->in.data, c->in.len, &used))
+        return -1;
+    if (used == c->in.len) {
+        buf_free(&c->in);
+    } else if (used) {
+        memmove(c->in.data, c->in.data + used, c->in.len - used);
+        c->in.len -= used;
+    }
+    if (!c->in.len && c->peer_eof)
+        request_body_end(&H(c)->cur->r);
+    return 0;
+}
+
 /* Parses what waits in conn->in, keeping the rest. */
 static int parse_queued(struct conn *c)
 {
+    if (H(c)->phase == H1_TUNNEL)
+        return tunnel_queued(c);
     if (!c->in.len)
         return 0;
     size_t used;
@@ -670,16 +706,25 @@ static int h1_feed(struct conn *c, const char *data, size_t len)
         return -1;
     if (!len) {
         /* The peer's end: a complete request still gets its answer; anything less is
-         * abandoned. */
-        if (h->phase == H1_WAIT)
+         * abandoned; a tunnel's body ends (after what still waits in conn->in). */
+        if (h->phase == H1_TUNNEL) {
+            if (!c->in.len)
+                request_body_end(&h->cur->r);
+        } else if (h->phase == H1_WAIT) {
             h->close_after = true;
-        else if (h->phase != H1_IDLE || c->in.len)
+        } else if (h->phase != H1_IDLE || c->in.len) {
             conn_set_state(c, CONN_CLOSING);
+        }
         return 0;
     }
     if (c->in.len)
         return buf_append(&c->in, data, len) ? -1 : parse_queued(c);
     size_t used;
+    if (h->phase == H1_TUNNEL) {
+        if (tunnel_in(c, data, len, &used))
+            return -1;
+        return used < len && buf_append(&c->in, data + used, len - used) ? -1 : 0;
+    }
     if (parse(c, data, len, &used))
         return -1;
     if (c->proto != &h1_proto)
@@ -720,8 +765,10 @@ static int write_head(struct conn *c, struct h1_request *r)
     }
     if (c->shutdown_asked)
         h->close_after = true;
-    enum { LENGTH, ZERO, CLOSE_DELIMITED, CHUNKED, NOTHING } framing = NOTHING;
-    if (bodiless(q->status))
+    enum { LENGTH, ZERO, CLOSE_DELIMITED, CHUNKED, NOTHING, TUNNEL } framing = NOTHING;
+    if (q->tunnel)
+        framing = TUNNEL;            /* the bytes as they are, both ways, until a close */
+    else if (bodiless(q->status))
         framing = NOTHING;
     else if (q->out_length >= 0)
         framing = LENGTH;
@@ -763,13 +810,22 @@ static int write_head(struct conn *c, struct h1_request *r)
     } else if (framing == CHUNKED) {
         p = put(p, "transfer-encoding: chunked\r\n", 28);
     }
-    if (h->close_after)
+    if (framing == TUNNEL)
+        p = put(p, "connection: upgrade\r\n", 21);
+    else if (h->close_after)
         p = put(p, "connection: close\r\n", 19);
     else if (http10)
         p = put(p, "connection: keep-alive\r\n", 24);
     p = put(p, "\r\n", 2);
     c->sock.out.len = (size_t)(p - c->sock.out.data);
     r->head_sent = true;
+    if (framing == TUNNEL) {
+        /* The request's end was its head's; from here its body is what the client sends,
+         * bytes that may already wait in conn->in. */
+        h->phase = H1_TUNNEL;
+        h->close_after = true;
+        return tunnel_queued(c);
+    }
     return 0;
 }
 
@@ -805,7 +861,7 @@ static int response_done(struct conn *c)
     if (h->phase == H1_BODY)
         h->phase = H1_DISCARD;        /* answered before the body ended: drop the rest */
     else
-        h->phase = H1_IDLE;
+        h->phase = H1_IDLE;           /* a tunnel too: it closes (close_after) */
     request_closed(&r->r);
     if (h->close_after) {
         conn_set_state(c, CONN_CLOSING);
@@ -819,7 +875,8 @@ static int h1_send(struct conn *c)
     struct h1_conn *h = H(c);
     /* Body held back for want of room (conn->in) goes on once the handler made some: the
      * socket may have nothing more to say, so no read would bring it. */
-    if (h && h->phase == H1_BODY && c->in.len && body_room(h) > 0 && c->state == CONN_OPEN && parse_queued(c))
+    if (h && (h->phase == H1_BODY || h->phase == H1_TUNNEL) && c->in.len && body_room(h) > 0 && c->state == CONN_OPEN &&
+        parse_queued(c))
         return -1;
     if (!h || !h->cur || !h->cur->r.responded || c->state != CONN_OPEN)
         return 0;

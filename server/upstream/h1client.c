@@ -8,8 +8,9 @@
  * repaired: Transfer-Encoding with Content-Length, two Content-Lengths, a transfer coding
  * other than chunked, obs-fold, whitespace in or before a field name, control characters
  * in a value, a head over head_max, a status that is not three digits.  A 1xx response
- * (100 Continue, 103 Early Hints) is read and dropped; a 101 is refused, as no upgrade was
- * asked.
+ * (100 Continue, 103 Early Hints) is read and dropped; a 101 ends the message where its
+ * head ends if an upgrade was asked (what follows is the other protocol's: llhttp stops
+ * there), and is refused if not.
  *
  * Every callback runs inside h1resp_parse, on a parser that h1resp_init set up, so
  * none runs without its struct: the callbacks' states are message begin, head, body,
@@ -112,6 +113,13 @@ static int on_headers_complete(llhttp_t *p)
      * otherwise pass for a 1xx below, its body for nothing. */
     if (r->status < 100 || r->status > 599)
         return refuse(p, "upstream sent an invalid status code");
+    if (r->status == 101 && r->upgrade_asked) {
+        buf_free(&r->name);
+        buf_free(&r->value);
+        r->head_done = r->upgraded = true;
+        r->event = H1RESP_HEAD;
+        return 2;                  /* llhttp ends the message and stops after the head */
+    }
     if (r->status < 200) {
         if (r->status == 101)
             return refuse(p, "upstream switched protocols unasked");
@@ -148,8 +156,10 @@ static int on_message_complete(llhttp_t *p)
         r->informational = false;
         return 0;
     }
-    r->keep_alive = llhttp_should_keep_alive(p);
+    r->keep_alive = llhttp_should_keep_alive(p) && !r->upgraded;
     r->complete = true;
+    if (r->upgraded)
+        return 0;                  /* llhttp pauses itself (HPE_PAUSED_UPGRADE) */
     /* A head or a last piece found in the same pass is reported first, the end next time. */
     if (r->event == H1RESP_MORE)
         r->event = H1RESP_END;
@@ -174,11 +184,12 @@ static const llhttp_settings_t *settings(void)
     return &s;
 }
 
-void h1resp_init(struct h1_response *p, bool head_request, uint32_t head_max)
+void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, uint32_t head_max)
 {
     memset(p, 0, sizeof *p);
     llhttp_init(&p->parser, HTTP_RESPONSE, settings());
     p->head_request = head_request;
+    p->upgrade_asked = upgrade_asked;
     p->head_max = head_max;
     p->length = -1;
 }
@@ -204,6 +215,12 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
         *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
         llhttp_resume(&p->parser);
         return p->event;
+    }
+    if (err == HPE_PAUSED_UPGRADE && p->upgraded) {
+        /* The head and its end at once: the head now, the end next time; the bytes after
+         * it are the caller's, never parsed. */
+        *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
+        return p->event == H1RESP_MORE ? H1RESP_END : p->event;
     }
     if (!p->error) {
         snprintf(p->error_text, sizeof p->error_text, "upstream sent an invalid response: %s",

@@ -89,10 +89,13 @@ struct h1_response {
     const char *vspan_end, *exec_start, *exec_end;
     const char *error;             /* why the response is refused */
     char error_text[128];          /* ... when llhttp said it */
-    bool head_request, head_done, complete, chunked, keep_alive, vspan_at_end, upgrade, informational;
+    bool head_request, head_done, complete, chunked, keep_alive, vspan_at_end, informational;
+    bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
     uint8_t event;                 /* what the last callback found */
 };
-void h1resp_init(struct h1_response *p, bool head_request, uint32_t head_max);
+/* upgrade_asked: the request carried Upgrade, so a 101 is its answer (then the bytes after
+ * the head are the new protocol's, left to the caller). */
+void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, uint32_t head_max);
 /* Parses up to len bytes: what it found (H1RESP_*), *used how many it took. */
 int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used);
 /* The server closed: H1RESP_END if that ends the message (a body read to the close),

@@ -18,7 +18,7 @@ build="pkg-config libnghttp2-dev libev-dev libssl-dev node-llhttp"
 test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack python3-aiohttp python3-websockets nginx-light haproxy chromium prometheus valgrind
       systemd man-db groff-base nghttp2-server redis-server redis-tools sqlite3 git perl libjemalloc2 g++ xz-utils nodejs"
 fuzz="$build clang libclang-rt-14-dev"
-bench="$test nghttp2-server h2o gnuplot-nox valgrind libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-context-dev golang-go golang-golang-x-net-dev
+bench="$test nghttp2-server nghttp2-proxy libnginx-mod-http-echo h2o gnuplot-nox valgrind libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-context-dev golang-go golang-golang-x-net-dev
        libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4"
 case $want in
   build) pkgs=$build ;;

@@ -238,7 +238,7 @@ $(BUILD)/bench/bench_copy: $(BUILD)/obj/bench/bench_copy.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 
-FUZZ_TARGETS := conn h2 h1 config path proxy
+FUZZ_TARGETS := conn h2 h1 config path proxy upstream
 FUZZERS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 fuzzers: $(FUZZERS)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/harness.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a

@@ -14,13 +14,15 @@ stamp=${2:-}
 build="pkg-config libnghttp2-dev libev-dev libssl-dev node-llhttp"
 # systemd: systemd-socket-activate and systemd-analyze; man-db and groff-base: the manual;
 # prometheus: promtool checks /metrics; valgrind: the instruction budget (e2e_instructions);
-# python3-h2: an HTTP/2 client that reuses one connection for several names; the rest:
+# python3-h2: an HTTP/2 client that reuses one connection for several names; python3-aiohttp,
+# python3-websockets: upstreams and clients of the reverse proxy's tests; the rest:
 # programs run under the drop-in malloc.
-test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack python3-h2 nginx-light haproxy chromium prometheus valgrind
+test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack python3-h2 python3-aiohttp python3-websockets nginx-light haproxy chromium prometheus valgrind
       systemd man-db groff-base nghttp2-server redis-server redis-tools sqlite3 git perl libjemalloc2 g++ xz-utils nodejs"
 fuzz="$build clang libclang-rt-14-dev"
-# Benchmarks: the peers, and nginx's echo_sleep for loadtest/idle-memory --inflight.
-bench="$test nghttp2-server h2o gnuplot-nox valgrind libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-context-dev golang-go golang-golang-x-net-dev
+# Benchmarks: the peers (nghttpx from nghttp2-proxy for loadtest/proxy), and nginx's
+# echo_sleep for loadtest/idle-memory --inflight.
+bench="$test nghttp2-server nghttp2-proxy h2o gnuplot-nox valgrind libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev libboost-context-dev golang-go golang-golang-x-net-dev
        libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 libnginx-mod-http-echo"
 case $want in
   build) pkgs=$build ;;

@@ -8,6 +8,12 @@
  *           header = Cache-Control: max-age=86400
  *       }
  *       location = /old { return = 301 /new }   "= PATH": that path exactly (on its own lines)
+ *       location /api/ {
+ *           proxy_pass = http://backend         the reverse proxy, to a group (or one address)
+ *       }
+ *   }
+ *   upstream backend {                          a group of servers, at the top level
+ *       server = 10.0.0.1:3000 weight=3
  *   }
  *
  * Every key is in one table (config_keys) that says where it may appear: the top level
@@ -181,7 +187,7 @@ void config_error(struct config_errors *e, const char *f, ...)
 
 /* ---- what parsing keeps: one scope per top level, site and location ---- */
 
-enum scope_kind { SCOPE_TOP, SCOPE_SITE, SCOPE_LOCATION };
+enum scope_kind { SCOPE_TOP, SCOPE_SITE, SCOPE_LOCATION, SCOPE_UPSTREAM };
 
 struct origin {
     uint16_t src;                  /* 0: never set */
@@ -197,6 +203,8 @@ enum key_id {
     K_SITE, K_LOCATION, K_CERT, K_KEY, K_HTTPS_REDIRECT,
     K_ROOT, K_ALIAS, K_INDEX, K_HEADER, K_ALLOW, K_DENY, K_MAX_BODY_SIZE, K_ERROR_PAGE, K_DOTFILES,
     K_DIRECTORY_LISTING, K_FALLBACK, K_RETURN, K_HANDLER,
+    K_PROXY_PASS, K_PROXY_CONNECT_TIMEOUT, K_PROXY_READ_TIMEOUT, K_PROXY_SEND_TIMEOUT, K_PROXY_NEXT_UPSTREAM_TRIES,
+    K_PROXY_SET_HOST, K_UPSTREAM, K_SERVER, K_BALANCE, K_KEEPALIVE, K_KEEPALIVE_TIMEOUT,
     K_COUNT
 };
 
@@ -233,6 +241,21 @@ struct scope {
     struct return_spec *ret;
     bool builtin_handler;          /* handler = a built-in route (else static) */
     const struct route *route;
+    /* The reverse proxy: proxy_pass (a group's name, or its own address), and the
+     * proxy_* settings a location inherits. */
+    const char *pass_group;        /* "" for an address */
+    struct upstream_server_conf *pass_direct;
+    const char *pass_uri, *pass_from;
+    bool pass_reported;            /* its error is said (config_finish) */
+    double proxy_timeouts[3];      /* connect, read, send */
+    uint32_t proxy_tries;
+    const char *proxy_host;
+    /* An upstream section: its name, servers and pool. */
+    struct vec servers;            /* struct upstream_server_conf */
+    uint8_t balance;
+    uint32_t keepalive;
+    double keepalive_timeout;
+    struct scope *upstreams, **upstreams_tail;   /* the top level's upstream sections */
 };
 
 struct config_parse {
@@ -266,7 +289,7 @@ static int parse_bool(const char *v, bool *out)
     return -1;
 }
 
-static int parse_uint(const char *v, unsigned long long max, unsigned long long *out)
+int config_parse_uint(const char *v, unsigned long long max, unsigned long long *out)
 {
     if (!*v || !isdigit((unsigned char)*v))
         return -1;
@@ -280,7 +303,7 @@ static int parse_uint(const char *v, unsigned long long max, unsigned long long 
 }
 
 /* "10s", "250ms", "5m", "1h" or plain seconds. */
-static int parse_duration(const char *v, double *out)
+int config_parse_duration(const char *v, double *out)
 {
     if (!isdigit((unsigned char)*v) && *v != '.')
         return -1;
@@ -319,7 +342,7 @@ static int parse_size(const char *v, uint64_t *out)
     memcpy(digits, v, n - (shift ? 1 : 0));
     digits[n - (shift ? 1 : 0)] = 0;
     unsigned long long x;
-    if (parse_uint(digits, 1ull << 40, &x))
+    if (config_parse_uint(digits, 1ull << 40, &x))
         return -1;
     *out = (uint64_t)x << shift;
     return 0;
@@ -338,7 +361,7 @@ static int parse_listen_addr(const char *text, struct listen_addr *out, char *wh
     memcpy(host, text, hl);
     host[hl] = 0;
     unsigned long long port;
-    if (parse_uint(colon + 1, 65535, &port))
+    if (config_parse_uint(colon + 1, 65535, &port))
         return snprintf(why, n, "listen address '%s': bad port '%s'", text, colon + 1), -1;
     memset(out, 0, sizeof *out);
     snprintf(out->text, sizeof out->text, "%s", text);
@@ -651,7 +674,7 @@ static int set_error_page(struct setter_args *a)
     const char *uri = sdup(a->c, words[n - 1]);
     for (int i = 0; i < n - 1; i++) {
         unsigned long long st;
-        if (parse_uint(words[i], 599, &st) || st < 400)
+        if (config_parse_uint(words[i], 599, &st) || st < 400)
             return WHY("error_page: '%s' is not an error status (400..599)", words[i]);
         struct error_page e = { (uint16_t)st, uri };
         *(struct error_page *)push(a->c, &a->s->errors, sizeof e) = e;
@@ -717,7 +740,7 @@ static int set_return(struct setter_args *a)
             return WHY("return: '%.20s' is not a status", v);
         memcpy(code, v, n);
         code[n] = 0;
-        if (parse_uint(code, 599, &st) || st < 200)
+        if (config_parse_uint(code, 599, &st) || st < 200)
             return WHY("return: '%s' is not a status (200..599)", code);
         rest = v + n;
         while (*rest == ' ' || *rest == '\t')
@@ -752,15 +775,15 @@ static int set_return(struct setter_args *a)
         return WHY("return: a %llu needs the URL to send the client to", st);
     }
     a->s->ret = r;
-    if (a->s->at[K_HANDLER].src)
-        return WHY("return and handler both given");
+    if (a->s->at[K_HANDLER].src || a->s->at[K_PROXY_PASS].src)
+        return WHY("return and %s both given", a->s->at[K_HANDLER].src ? "handler" : "proxy_pass");
     return 0;
 }
 
 static int set_handler(struct setter_args *a)
 {
-    if (a->s->at[K_RETURN].src)
-        return WHY("return and handler both given");
+    if (a->s->at[K_RETURN].src || a->s->at[K_PROXY_PASS].src)
+        return WHY("%s and handler both given", a->s->at[K_RETURN].src ? "return" : "proxy_pass");
     if (!strcmp(a->value, "static")) {
         a->s->builtin_handler = false;
         a->s->route = NULL;
@@ -776,6 +799,97 @@ static int set_handler(struct setter_args *a)
     for (size_t i = 0; i < nknown_routes; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), ", %s", known_routes[i].name);
     return WHY("handler: '%s' is not one of %s", a->value, names);
+}
+
+/* ---- the reverse proxy ---- */
+
+static int set_proxy_pass(struct setter_args *a)
+{
+    if (a->s->at[K_RETURN].src || a->s->at[K_HANDLER].src)
+        return WHY("proxy_pass and %s both given", a->s->at[K_RETURN].src ? "return" : "handler");
+    char group[64], uri[256];
+    struct upstream_server_conf direct;
+    if (proxy_parse_pass(a->value, group, sizeof group, &direct, uri, sizeof uri, a->why, a->whylen))
+        return -1;
+    a->s->pass_group = sdup(a->c, group);
+    a->s->pass_direct = NULL;
+    if (!group[0]) {
+        a->s->pass_direct = alloc(a->c, sizeof direct);
+        *a->s->pass_direct = direct;
+    }
+    a->s->pass_uri = sdup(a->c, uri);
+    a->s->pass_from = a->from;
+    return 0;
+}
+
+static int set_proxy_timeout(struct setter_args *a, int which, const char *key)
+{
+    double d;
+    if (config_parse_duration(a->value, &d) || d <= 0 || d > 86400 * 30)
+        return WHY("%s: '%s' is not a duration (like 10s, 250ms, 5m)", key, a->value);
+    a->s->proxy_timeouts[which] = d;
+    return 0;
+}
+static int set_proxy_connect_timeout(struct setter_args *a) { return set_proxy_timeout(a, 0, "proxy_connect_timeout"); }
+static int set_proxy_read_timeout(struct setter_args *a) { return set_proxy_timeout(a, 1, "proxy_read_timeout"); }
+static int set_proxy_send_timeout(struct setter_args *a) { return set_proxy_timeout(a, 2, "proxy_send_timeout"); }
+
+static int set_proxy_tries(struct setter_args *a)
+{
+    unsigned long long n;
+    if (config_parse_uint(a->value, 100, &n))
+        return WHY("proxy_next_upstream_tries: '%s' is not a count (0: every server)", a->value);
+    a->s->proxy_tries = (uint32_t)n;
+    return 0;
+}
+
+static int set_proxy_host(struct setter_args *a)
+{
+    for (const char *c = a->value; *c; c++)
+        if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == ',')
+            return WHY("proxy_set_host: '%.100s' is not a host", a->value);
+    if (!a->value[0] || strlen(a->value) >= 256)
+        return WHY("proxy_set_host: '%.60s' is not a host of at most 255 bytes", a->value);
+    a->s->proxy_host = sdup(a->c, a->value);
+    return 0;
+}
+
+static int set_server(struct setter_args *a)
+{
+    struct upstream_server_conf srv;
+    if (upstream_parse_server(a->value, &srv, a->why, a->whylen))
+        return -1;
+    if (a->s->servers.n == MAX_UPSTREAM_SERVERS)
+        return WHY("server: too many servers in one upstream (at most %d)", MAX_UPSTREAM_SERVERS);
+    *(struct upstream_server_conf *)push(a->c, &a->s->servers, sizeof srv) = srv;
+    return 0;
+}
+
+static int set_balance(struct setter_args *a)
+{
+    if (!strcmp(a->value, "round_robin"))
+        return a->s->balance = BALANCE_ROUND_ROBIN, 0;
+    if (!strcmp(a->value, "least_conn"))
+        return a->s->balance = BALANCE_LEAST_CONN, 0;
+    return WHY("balance: '%s' is not round_robin or least_conn", a->value);
+}
+
+static int set_keepalive(struct setter_args *a)
+{
+    unsigned long long n;
+    if (config_parse_uint(a->value, 100000, &n))
+        return WHY("keepalive: '%s' is not a count (0 keeps none)", a->value);
+    a->s->keepalive = (uint32_t)n;
+    return 0;
+}
+
+static int set_keepalive_timeout(struct setter_args *a)
+{
+    double d;
+    if (config_parse_duration(a->value, &d) || d <= 0 || d > 86400 * 30)
+        return WHY("keepalive_timeout: '%s' is not a duration (like 10s, 250ms, 5m)", a->value);
+    a->s->keepalive_timeout = d;
+    return 0;
 }
 
 /* ---- the table ---- */
@@ -843,6 +957,17 @@ const struct config_key config_keys[K_COUNT] = {
     [K_FALLBACK] = { "fallback", ANY, false, false },
     [K_RETURN] = { "return", ANY, false, false },
     [K_HANDLER] = { "handler", KEY_LOCATION, false, false },
+    [K_PROXY_PASS] = { "proxy_pass", KEY_LOCATION, false, false },
+    [K_PROXY_CONNECT_TIMEOUT] = { "proxy_connect_timeout", ANY, false, false },
+    [K_PROXY_READ_TIMEOUT] = { "proxy_read_timeout", ANY, false, false },
+    [K_PROXY_SEND_TIMEOUT] = { "proxy_send_timeout", ANY, false, false },
+    [K_PROXY_NEXT_UPSTREAM_TRIES] = { "proxy_next_upstream_tries", ANY, false, false },
+    [K_PROXY_SET_HOST] = { "proxy_set_host", ANY, false, false },
+    [K_UPSTREAM] = { "upstream", TOP, true, true },
+    [K_SERVER] = { "server", KEY_UPSTREAM, true, false },
+    [K_BALANCE] = { "balance", KEY_UPSTREAM, false, false },
+    [K_KEEPALIVE] = { "keepalive", KEY_UPSTREAM, false, false },
+    [K_KEEPALIVE_TIMEOUT] = { "keepalive_timeout", KEY_UPSTREAM, false, false },
 };
 const size_t config_nkeys = K_COUNT;
 
@@ -894,6 +1019,17 @@ static const struct key_def defs[K_COUNT] = {
     [K_FALLBACK] = { T_FN, 0, 0, 0, NULL, set_fallback },
     [K_RETURN] = { T_FN, 0, 0, 0, NULL, set_return },
     [K_HANDLER] = { T_FN, 0, 0, 0, NULL, set_handler },
+    [K_PROXY_PASS] = { T_FN, 0, 0, 0, NULL, set_proxy_pass },
+    [K_PROXY_CONNECT_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_proxy_connect_timeout },
+    [K_PROXY_READ_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_proxy_read_timeout },
+    [K_PROXY_SEND_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_proxy_send_timeout },
+    [K_PROXY_NEXT_UPSTREAM_TRIES] = { T_FN, 0, 0, 0, NULL, set_proxy_tries },
+    [K_PROXY_SET_HOST] = { T_FN, 0, 0, 0, NULL, set_proxy_host },
+    [K_UPSTREAM] = { T_SECTION, 0, 0, 0, NULL, NULL },
+    [K_SERVER] = { T_FN, 0, 0, 0, NULL, set_server },
+    [K_BALANCE] = { T_FN, 0, 0, 0, NULL, set_balance },
+    [K_KEEPALIVE] = { T_FN, 0, 0, 0, NULL, set_keepalive },
+    [K_KEEPALIVE_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_keepalive_timeout },
 };
 
 /* A global value of a plain type: 0, or -1 with why. */
@@ -911,24 +1047,24 @@ static int set_global(struct config *c, int k, const char *key, const char *valu
         *(bool *)field = b;
         return 0;
     case T_DURATION:
-        if (parse_duration(value, &x) || x > 86400 * 30)
+        if (config_parse_duration(value, &x) || x > 86400 * 30)
             return snprintf(why, whylen, "%s: '%s' is not a duration (like 10s, 250ms, 5m)", key, value), -1;
         *(double *)field = x;
         return 0;
     case T_U32:
-        if (parse_uint(value, d->hi, &n) || n < d->lo)
+        if (config_parse_uint(value, d->hi, &n) || n < d->lo)
             return snprintf(why, whylen, "%s: '%s' is out of range (%llu..%llu)", key, value, d->lo, d->hi), -1;
         *(uint32_t *)field = (uint32_t)n;
         return 0;
     case T_COUNT:
         if (!strcmp(value, "auto"))
             n = 0;
-        else if (parse_uint(value, d->hi, &n) || n == 0)
+        else if (config_parse_uint(value, d->hi, &n) || n == 0)
             return snprintf(why, whylen, "%s: '%s' is not %s", key, value, d->what), -1;
         *(long *)field = (long)n;
         return 0;
     case T_STACK:
-        if (parse_uint(value, d->hi, &n) || n < d->lo)
+        if (config_parse_uint(value, d->hi, &n) || n < d->lo)
             return snprintf(why, whylen, "%s: '%s' is not %s", key, value, d->what), -1;
         *(size_t *)field = (size_t)n;
         return 0;
@@ -952,6 +1088,8 @@ struct config *config_new(void)
     t->kind = SCOPE_TOP;
     t->sites_tail = &t->sites;
     t->locations_tail = &t->locations;
+    t->upstreams_tail = &t->upstreams;
+    t->proxy_timeouts[0] = t->proxy_timeouts[1] = t->proxy_timeouts[2] = 60;   /* nginx's defaults */
     t->root = "./www";
     t->root_from = CONFIG_BUILTIN;
     c->parking = true;
@@ -980,7 +1118,10 @@ struct config *config_new(void)
 
 static const char *scope_name(const struct scope *s)
 {
-    return s->kind == SCOPE_TOP ? "at the top level" : s->kind == SCOPE_SITE ? "in this site" : "in this location";
+    return s->kind == SCOPE_TOP        ? "at the top level"
+           : s->kind == SCOPE_SITE     ? "in this site"
+           : s->kind == SCOPE_UPSTREAM ? "in this upstream"
+                                       : "in this location";
 }
 
 /* Where a key was first set in the source being read (a key twice is an error only there). */
@@ -1001,6 +1142,7 @@ static void clear_repeating(struct config_parse *p, struct scope *s, int k)
     case K_HEADER: s->headers = (struct vec){ 0 }; break;
     case K_ALLOW: case K_DENY: s->access = (struct vec){ 0 }; s->at[K_ALLOW].src = s->at[K_DENY].src = p->src; break;
     case K_ERROR_PAGE: s->errors = (struct vec){ 0 }; break;
+    case K_SERVER: s->servers = (struct vec){ 0 }; break;
     case K_REAL_IP_FROM: p->real_ip = (struct vec){ 0 }; break;
     case K_BUILTIN_ROUTES_ALLOW: p->builtin_allow = (struct vec){ 0 }; break;
     default: break;
@@ -1020,10 +1162,15 @@ static void set_key(struct config *c, struct scope *s, const char *key, const ch
         config_error(e, "%s: unknown key '%s'", where, key);
         return;
     }
-    unsigned scope_bit = s->kind == SCOPE_TOP ? KEY_TOP : s->kind == SCOPE_SITE ? KEY_SITE : KEY_LOCATION;
+    unsigned scope_bit = s->kind == SCOPE_TOP        ? KEY_TOP
+                         : s->kind == SCOPE_SITE     ? KEY_SITE
+                         : s->kind == SCOPE_UPSTREAM ? KEY_UPSTREAM
+                                                     : KEY_LOCATION;
     if (!(config_keys[k].scopes & scope_bit)) {
-        const char *only = config_keys[k].scopes == KEY_TOP ? "only at the top level, for the whole daemon"
+        const char *only = config_keys[k].scopes == KEY_TOP        ? "only at the top level, for the whole daemon"
                            : config_keys[k].scopes == KEY_LOCATION ? "only in a location"
+                           : config_keys[k].scopes == KEY_UPSTREAM ? "only in an upstream section"
+                           : config_keys[k].scopes == ANY          ? "at the top level, in a site or in a location"
                                                                    : "at the top level or in a site";
         config_error(e, "%s: '%s' is not allowed %s: it goes %s", where, key, scope_name(s), only);
         return;
@@ -1153,6 +1300,49 @@ static struct scope *open_location(struct config *c, struct scope *parent, char 
     return s;
 }
 
+/* upstream NAME { server = ... }: a group of servers, at the top level, named once. */
+static struct scope *open_upstream(struct config *c, char *rest, struct config_errors *e)
+{
+    struct config_parse *p = c->parse;
+    struct scope *s = alloc(c, sizeof *s);
+    s->kind = SCOPE_UPSTREAM;
+    s->from = fmt(c, "%s:%u", p->src_name, p->line);
+    s->keepalive = 32;
+    s->keepalive_timeout = 60;
+    char *save = NULL, *w = strtok_r(rest, " \t", &save);
+    bool ok = w && strtok_r(NULL, " \t", &save) == NULL && strlen(w) < 64;
+    for (const char *q = w; ok && *q; q++)
+        ok = isalnum((unsigned char)*q) || *q == '_' || *q == '-' || *q == '.';
+    if (!ok) {
+        config_error(e, "%s: an upstream is 'upstream NAME {', NAME letters, digits, '_', '-' or '.' (at most 63)",
+                     s->from);
+        s->path = "";
+    } else {
+        s->path = sdup(c, w);
+        for (struct scope *o = p->top.upstreams; o; o = o->next)
+            if (!strcmp(o->path, s->path))
+                config_error(e, "%s: upstream %s is given twice (first at %s)", s->from, s->path, o->from);
+    }
+    *p->top.upstreams_tail = s;
+    p->top.upstreams_tail = &s->next;
+    return s;
+}
+
+/* The section a line opens ("site", "location", "upstream" and a '{' at its end): the
+ * keyword's length, or 0. */
+static size_t section_keyword(const char *s, size_t sl)
+{
+    static const char *const words[] = { "site", "location", "upstream" };
+    if (s[sl - 1] != '{')
+        return 0;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t n = strlen(words[i]);
+        if (!strncmp(s, words[i], n) && (isspace((unsigned char)s[n]) || s[n] == '{'))
+            return n;
+    }
+    return 0;
+}
+
 int config_parse(struct config *c, const char *text, size_t len, const char *name, struct config_errors *e)
 {
     struct config_parse *p = c->parse;
@@ -1199,14 +1389,19 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
         }
         size_t sl = strlen(s);
         char *eq = strchr(s, '=');
-        bool section = s[sl - 1] == '{' && (!strncmp(s, "site", 4) || !strncmp(s, "location", 8)) &&
-                       (isspace((unsigned char)s[s[0] == 's' ? 4 : 8]) || s[s[0] == 's' ? 4 : 8] == '{');
-        if (section) {
+        size_t kw = section_keyword(s, sl);
+        if (kw) {
             s[sl - 1] = 0;
-            bool is_site = s[0] == 's';
-            char *rest = trim(s + (is_site ? 4 : 8));
-            if (is_site && cur->kind != SCOPE_TOP) {
-                config_error(e, "%s:%u: a site goes at the top level, not %s", name, p->line, scope_name(cur));
+            bool is_site = s[0] == 's', is_upstream = s[0] == 'u';
+            char *rest = trim(s + kw);
+            if ((is_site || is_upstream) && cur->kind != SCOPE_TOP) {
+                config_error(e, "%s:%u: %s goes at the top level, not %s", name, p->line,
+                             is_site ? "a site" : "an upstream", scope_name(cur));
+            } else if (cur->kind == SCOPE_UPSTREAM) {
+                config_error(e, "%s:%u: an upstream holds server lines, not locations", name, p->line);
+            } else if (is_upstream) {
+                stack[depth + 1] = open_upstream(c, rest, e);
+                opened_at[++depth] = p->line;
             } else if (!is_site && cur->kind == SCOPE_LOCATION) {
                 config_error(e, "%s:%u: locations do not nest: close this one first (opened at %s:%u)", name,
                              p->line, name, opened_at[depth]);
@@ -1220,7 +1415,8 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
             continue;
         }
         if (!eq) {
-            config_error(e, "%s:%u: expected 'key = value', 'site NAMES {', 'location PATH {' or '}', got '%.200s'",
+            config_error(e, "%s:%u: expected 'key = value', 'site NAMES {', 'location PATH {', 'upstream NAME {' "
+                         "or '}', got '%.200s'",
                          name, p->line, s);
             continue;
         }
@@ -1230,7 +1426,7 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
     }
     for (; depth > 0; depth--)
         config_error(e, "%s:%u: %s opened here is not closed with '}'", name, opened_at[depth],
-                     stack[depth]->kind == SCOPE_SITE ? "site" : "location");
+                     stack[depth]->kind == SCOPE_SITE ? "site" : stack[depth]->kind == SCOPE_UPSTREAM ? "upstream" : "location");
     p->line = 0;
     return e->count > before ? CONFIG_ERROR : CONFIG_OK;
 }
@@ -1331,6 +1527,10 @@ struct merged {
     const struct return_spec *ret;
     uint8_t handler;
     const struct route *route;
+    const struct scope *pass;      /* the scope whose proxy_pass it is */
+    double proxy_timeouts[3];
+    uint32_t proxy_tries;
+    const char *proxy_host;
 };
 
 static void merge(struct config *c, struct merged *m, const struct scope *s)
@@ -1394,6 +1594,19 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         m->route = s->route;
         m->ret = NULL;
     }
+    if (at[K_PROXY_PASS].src) {
+        m->handler = HANDLER_PROXY;
+        m->pass = s;
+        m->route = NULL;
+        m->ret = NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        if (at[K_PROXY_CONNECT_TIMEOUT + i].src || s->kind == SCOPE_TOP)
+            m->proxy_timeouts[i] = s->proxy_timeouts[i];
+    if (at[K_PROXY_NEXT_UPSTREAM_TRIES].src)
+        m->proxy_tries = s->proxy_tries;
+    if (at[K_PROXY_SET_HOST].src)
+        m->proxy_host = s->proxy_host;
 }
 
 static bool same_strings(const struct vec *a, const char *const *b, uint32_t nb)
@@ -1439,9 +1652,101 @@ static uint32_t hash_bytes(uint32_t h, const char *p, size_t n)
     return h;
 }
 
-static void fill_location(struct config *c, struct vec *roots, struct location *l, const struct merged *m)
+/* A server into the configuration's one array: its index, or -1 past MAX_UPSTREAM_TOTAL. */
+static int add_upstream_server(struct config *c, const struct upstream_server_conf *srv, const char *group,
+                               const struct scope *pool)
+{
+    if (c->nupstream_servers == MAX_UPSTREAM_TOTAL)
+        return -1;
+    struct upstream_server_conf *d = &c->upstream_servers[c->nupstream_servers];
+    *d = *srv;
+    d->index = (uint16_t)c->nupstream_servers++;
+    d->group = group;
+    d->keepalive = pool ? pool->keepalive : 32;
+    d->keepalive_timeout = pool ? pool->keepalive_timeout : 60;
+    return d->index;
+}
+
+/* The upstream sections, as groups: each needs a server that is not a backup. */
+static void build_upstreams(struct config *c, const struct scope *top, struct config_errors *e)
+{
+    c->upstream_servers = alloc(c, MAX_UPSTREAM_TOTAL * sizeof *c->upstream_servers);
+    c->upstreams = alloc(c, MAX_UPSTREAM_TOTAL * sizeof *c->upstreams);
+    for (const struct scope *u = top->upstreams; u; u = u->next) {
+        if (!u->path[0])
+            continue;
+        bool primary = false;
+        for (uint32_t i = 0; i < u->servers.n; i++)
+            primary |= !((const struct upstream_server_conf *)u->servers.v)[i].backup;
+        if (!u->servers.n)
+            config_error(e, "%s: upstream %s has no server lines", u->from, u->path);
+        else if (!primary)
+            config_error(e, "%s: upstream %s has only backup servers", u->from, u->path);
+        if (c->nupstreams == MAX_UPSTREAM_TOTAL || c->nupstream_servers + u->servers.n > MAX_UPSTREAM_TOTAL) {
+            config_error(e, "%s: too many upstream servers in all (at most %d)", u->from, MAX_UPSTREAM_TOTAL);
+            return;
+        }
+        struct upstream_group *g = &c->upstreams[c->nupstreams++];
+        g->name = u->path;
+        g->balance = u->balance;
+        g->from = u->from;
+        g->servers = &c->upstream_servers[c->nupstream_servers];
+        for (uint32_t i = 0; i < u->servers.n; i++)
+            add_upstream_server(c, (const struct upstream_server_conf *)u->servers.v + i, u->path, u);
+        g->nservers = (uint16_t)u->servers.n;
+    }
+}
+
+/* What a proxied location passes to: the group proxy_pass names, or a group of its own
+ * address (one per address, shared by the locations that give it).  NULL after an error,
+ * reported once per proxy_pass line. */
+static const struct proxy_conf *proxy_for(struct config *c, const struct merged *m, struct config_errors *e)
+{
+    struct scope *ps = (struct scope *)m->pass;
+    const struct upstream_group *g = NULL;
+    for (uint32_t i = 0; i < c->nupstreams && !g; i++) {
+        const struct upstream_group *o = &c->upstreams[i];
+        if (ps->pass_group[0] ? !strcmp(o->name, ps->pass_group)
+                              : !o->name[0] && !strcmp(o->servers[0].text, ps->pass_direct->text))
+            g = o;
+    }
+    if (!g && ps->pass_group[0]) {
+        if (!ps->pass_reported)       /* a top-level location is in every site */
+            config_error(e, "%s: proxy_pass names upstream '%s', which no upstream section defines", ps->pass_from,
+                         ps->pass_group);
+        ps->pass_reported = true;
+        return NULL;
+    }
+    if (!g) {
+        if (c->nupstreams == MAX_UPSTREAM_TOTAL || c->nupstream_servers == MAX_UPSTREAM_TOTAL) {
+            config_error(e, "%s: too many upstream servers in all (at most %d)", ps->pass_from, MAX_UPSTREAM_TOTAL);
+            return NULL;
+        }
+        struct upstream_group *n = &c->upstreams[c->nupstreams++];
+        n->name = "";
+        n->from = ps->pass_from;
+        n->servers = &c->upstream_servers[add_upstream_server(c, ps->pass_direct, "", NULL)];
+        n->nservers = 1;
+        g = n;
+    }
+    struct proxy_conf *pc = alloc(c, sizeof *pc);
+    pc->group = g;
+    pc->uri = ps->pass_uri;
+    pc->host = m->proxy_host ? m->proxy_host : "";
+    pc->connect_timeout = m->proxy_timeouts[0];
+    pc->read_timeout = m->proxy_timeouts[1];
+    pc->send_timeout = m->proxy_timeouts[2];
+    pc->next_upstream_tries = m->proxy_tries;
+    pc->from = ps->pass_from;
+    return pc;
+}
+
+static void fill_location(struct config *c, struct vec *roots, struct location *l, const struct merged *m,
+                          struct config_errors *e)
 {
     l->handler = m->handler;
+    if (m->handler == HANDLER_PROXY && !(l->proxy = proxy_for(c, m, e)))
+        l->handler = HANDLER_STATIC;   /* the configuration fails anyway */
     l->route = m->route;
     l->ret = m->ret;
     l->alias = m->alias;
@@ -1475,7 +1780,7 @@ static void fill_location(struct config *c, struct vec *roots, struct location *
  * that would have answered its path without it, so "location /-/ { allow = ... }"
  * restricts the built-in routes under /-/ as it does any file there. */
 static void build_locations(struct config *c, struct vec *roots, struct site *site, const struct scope *sites_scope,
-                            const struct merged *site_m, const struct scope *top)
+                            const struct merged *site_m, const struct scope *top, struct config_errors *e)
 {
     struct vec locs = { 0 }, merged = { 0 };
     const struct scope *lists[2] = { sites_scope ? sites_scope->locations : NULL, top->locations };
@@ -1532,7 +1837,7 @@ static void build_locations(struct config *c, struct vec *roots, struct site *si
         l->from = "built-in route";
     }
     for (uint32_t i = 0; i < locs.n; i++)
-        fill_location(c, roots, (struct location *)locs.v + i, (const struct merged *)merged.v + i);
+        fill_location(c, roots, (struct location *)locs.v + i, (const struct merged *)merged.v + i, e);
     site->locations = locs.v;
     site->nlocations = locs.n;
     uint32_t nexact = 0;
@@ -1642,6 +1947,7 @@ int config_finish(struct config *c, struct config_errors *e)
         nsites++;
     c->nsites = nsites ? nsites : 1;
     c->sites = alloc(c, c->nsites * sizeof *c->sites);
+    build_upstreams(c, top, e);
     struct merged top_m = { .dotfiles = DOTFILES_DENY, .handler = HANDLER_STATIC };
     *(const char **)push(c, &top_m.index, sizeof(char *)) = "index.html";
     merge(c, &top_m, top);
@@ -1690,7 +1996,7 @@ int config_finish(struct config *c, struct config_errors *e)
         } else {
             site->https_redirect = top->https_redirect;
         }
-        build_locations(c, &roots, site, own, &m, top);
+        build_locations(c, &roots, site, own, &m, top, e);
         /* Its certificates: its own, else the top level's; none: the self-signed one. */
         const struct scope *cs = own && (own->certs.n || own->keys.n) ? own : top;
         site->tls = -1;

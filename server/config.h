@@ -80,8 +80,45 @@ struct docroot {
 
 /* What answers a location's requests: one choice, so a new kind (a reverse proxy) is a
  * new value here and a case in app/routes.c, not a special case anywhere else. */
-enum handler_kind { HANDLER_STATIC, HANDLER_RETURN, HANDLER_BUILTIN };
+enum handler_kind { HANDLER_STATIC, HANDLER_RETURN, HANDLER_BUILTIN, HANDLER_PROXY };
 enum dotfiles_policy { DOTFILES_DENY, DOTFILES_ALLOW };
+
+/* The reverse proxy's settings (proxy_conf.c, config.c), as nginx names them.  Upstream
+ * groups are top-level sections ("upstream NAME { server = ADDR ... }"); a location's
+ * proxy_pass names one, or gives one address, which is then a group of its own.  Every
+ * server of every group is in one array (config->upstream_servers), so a worker keeps
+ * one state per server (upstream/upstream.c) and a pool per server. */
+#define MAX_UPSTREAM_SERVERS 16        /* in one group (a request's tried servers are a bit mask) */
+#define MAX_UPSTREAM_TOTAL 64          /* in one configuration */
+struct upstream_server_conf {
+    struct sockaddr_storage addr;  /* AF_INET, AF_INET6 or AF_UNIX */
+    socklen_t addrlen;
+    char text[112];                /* "127.0.0.1:8081", "[::1]:80", "unix:/run/app.sock" */
+    uint32_t weight, max_fails, max_conns;   /* max_conns 0: no limit */
+    double fail_timeout;
+    bool backup;
+    uint16_t index;                /* in config->upstream_servers */
+    /* The group's pool settings, copied to each of its servers. */
+    uint32_t keepalive;            /* idle connections kept per server and worker */
+    double keepalive_timeout;
+    const char *group;             /* the group's name; "" for a location's own address */
+};
+enum upstream_balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN };
+struct upstream_group {
+    const char *name;              /* "" for a location's own address */
+    const struct upstream_server_conf *servers;   /* nservers of config->upstream_servers */
+    uint16_t nservers;
+    uint8_t balance;               /* enum upstream_balance */
+    const char *from;
+};
+struct proxy_conf {
+    const struct upstream_group *group;
+    const char *uri;               /* the path proxy_pass gives, replacing the location's, or "" */
+    const char *host;              /* proxy_set_host: the Host sent upstream; "" passes the client's */
+    double connect_timeout, read_timeout, send_timeout;
+    uint32_t next_upstream_tries;  /* 0: as many as there are servers */
+    const char *from;              /* where proxy_pass was set */
+};
 
 struct route;                      /* app/app.h: a built-in route */
 struct site;
@@ -95,6 +132,7 @@ struct location {
     const struct route *route;     /* HANDLER_BUILTIN */
     const struct return_spec *ret; /* HANDLER_RETURN */
     const struct docroot *docroot; /* HANDLER_STATIC, and error pages and the fallback */
+    const struct proxy_conf *proxy;    /* HANDLER_PROXY */
     bool alias;                    /* the location's path is cut before looking under docroot */
     const char *alias_file;        /* an exact location aliased to one file: that file's name */
     uint8_t dotfiles;              /* enum dotfiles_policy */
@@ -209,6 +247,10 @@ struct config {
     uint32_t ntls;
     struct docroot **docroots;
     uint32_t ndocroots;
+    struct upstream_server_conf *upstream_servers;
+    uint32_t nupstream_servers;
+    struct upstream_group *upstreams;  /* the named groups, then the locations' own addresses */
+    uint32_t nupstreams;
 
     struct config_parse *parse;    /* until config_finish */
     struct config_cleanup *cleanup;
@@ -232,12 +274,12 @@ struct config_errors {
 void config_error(struct config_errors *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The keys the file format takes, one table (config.c), and where each may appear. */
-enum { KEY_TOP = 1, KEY_SITE = 2, KEY_LOCATION = 4 };
+enum { KEY_TOP = 1, KEY_SITE = 2, KEY_LOCATION = 4, KEY_UPSTREAM = 8 };
 struct config_key {
     const char *name;
     uint8_t scopes;                /* KEY_* */
     bool repeats;                  /* may be given more than once in one scope */
-    bool section;                  /* "site NAMES {" and "location [=] PATH {" */
+    bool section;                  /* "site NAMES {", "location [=] PATH {", "upstream NAME {" */
 };
 extern const struct config_key config_keys[];
 extern const size_t config_nkeys;
@@ -270,6 +312,17 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
 /* After every source: builds the tree (sites, locations, listen tables) and checks what
  * can be checked without opening anything. */
 int config_finish(struct config *c, struct config_errors *e);
+
+/* Values as config.c reads them: "10s", "250ms", "5m", "1h" or plain seconds; a decimal
+ * count up to max.  0, or -1. */
+int config_parse_duration(const char *v, double *out);
+int config_parse_uint(const char *v, unsigned long long max, unsigned long long *out);
+/* proxy_conf.c: proxy_pass's value (an address: *direct filled; a group: *group named)
+ * and an upstream section's server line.  0, or -1 with why. */
+int proxy_parse_pass(const char *value, char *group, size_t group_cap, struct upstream_server_conf *direct,
+                     char *uri, size_t uri_cap, char *why, size_t whylen);
+int upstream_parse_server(const char *value, struct upstream_server_conf *s, char *why, size_t whylen);
+void upstream_server_defaults(struct upstream_server_conf *s);
 
 /* max_conns, with auto resolved against the open-file limit. */
 long config_max_conns(const struct config *c);

@@ -55,6 +55,23 @@ bool http_list_has(const char *list, const char *token);
 /* The values of every field called name, in order: the last max of them into out. */
 size_t req_header_values(const struct request *r, const char *name, const char **out, size_t max);
 struct header req_header_at(const struct request *r, size_t i);
+/* Every field in the order received, pseudo-headers included, up to cap: how many. */
+size_t req_headers(const struct request *r, struct header *out, size_t cap);
+const char *req_scheme(const struct request *r);
+/* The protocol the client asks to switch to (its Upgrade field), when the front end can
+ * hand it the connection: an HTTP/1.1 request without a body whose Connection names
+ * upgrade.  NULL otherwise (HTTP/2 has no Upgrade; h2c's own is the front end's).  A
+ * handler that answers 101 (with the upgrade field it switched to) turns the exchange
+ * into a tunnel: from then on the request body is the client's bytes as they come, until
+ * it closes its side; what the handler writes goes out as it is; and the connection ends
+ * with the response.  Neither way has the request's own deadlines then: the handler
+ * bounds the silence (req_wait_fd's timeout). */
+const char *req_upgrade(const struct request *r);
+/* A comma-separated field value (RFC 9110 5.6.1) names token, case aside. */
+bool http_list_has(const char *list, const char *token);      /* "https" over TLS, else "http" */
+/* The request body is over and was empty (nothing came, nothing will): false while a
+ * body may still come. */
+bool req_body_empty(const struct request *r);
 double req_now(const struct request *r);               /* the worker's clock, seconds */
 double req_started(const struct request *r);           /* when the head was complete */
 /* For the logger (request_set_logger): from the head to the end of the exchange, read
@@ -118,10 +135,36 @@ int req_respond_file_with(struct request *r, int status, const struct req_fields
                           size_t n, const struct body_source *src, int64_t off, int64_t len);
 int req_write(struct request *r, const void *data, size_t len);
 int req_end(struct request *r);
+/* The response cannot be completed (its source failed midway): the client must see it
+ * cut short - HTTP/2 resets the stream, HTTP/1.1 closes the connection - never a
+ * shorter body that looks whole. */
+void req_abort(struct request *r);
 /* A whole response from memory. */
 int req_simple(struct request *r, int status, const char *content_type, const void *body, size_t len);
 void req_sleep(struct request *r, double seconds);
+/* Waits until fd is ready as events asks (REQ_READABLE, REQ_WRITABLE) or, with REQ_BODY,
+ * request body has come (or its end), at most timeout seconds (0: no limit but the
+ * request's own deadlines): what is ready (a mask of those), 0 the time passed, -1 the
+ * exchange is gone.  What the wait needs - the watcher, the deadline - lives in the
+ * request, so nothing touches the handler's stack meanwhile. */
+enum { REQ_READABLE = 1, REQ_WRITABLE = 2, REQ_BODY = 4 };
+int req_wait_fd(struct request *r, int fd, int events, double timeout);
+/* req_read_body without the wait: REQ_AGAIN if no body is there yet. */
+#define REQ_AGAIN (-2)
+ssize_t req_try_body(struct request *r, void *buf, size_t len);
 int req_status(const struct request *r);               /* 0 until responded */
 uint64_t req_bytes_sent(const struct request *r);       /* response body bytes sent */
+
+/* What an upstream made of the request, for the access log and metrics: set by the
+ * handler that proxied it (app/proxy_pass.c), NULL for any other. */
+struct req_upstream {
+    char addr[112];                /* the last server tried, "addr:port" or "unix:path" */
+    int status;                    /* its response's status, 0 if none */
+    double connect_time, header_time, response_time;   /* seconds from the first try; -1 none */
+    char error[128];               /* why it failed, or "" */
+    uint8_t tries;
+};
+struct req_upstream *req_upstream(struct request *r);  /* allocated on first call; NULL without memory */
+const struct req_upstream *req_upstream_info(const struct request *r);
 
 #endif

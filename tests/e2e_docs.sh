@@ -9,7 +9,9 @@
 make_site
 
 python3 tests/docs_check.py keys "$H2PARK" options "$H2PARK" links readme
-start_daemon
+# With an upstream, so that /metrics has the reverse proxy's families too.
+printf 'location /proxied/ {\n    proxy_pass = http://127.0.0.1:9\n}\n' > "$TMP/proxy.conf"
+start_daemon -c "$TMP/proxy.conf"
 python3 tests/docs_check.py metrics "http://127.0.0.1:$PORT/metrics" stats "http://127.0.0.1:$PORT/-/stats"
 stop_daemon
 

@@ -8,6 +8,11 @@
  *   json      one object per line: time, client, method, target, protocol, status,
  *             bytes, duration_ms, host, referer, user_agent.
  *
+ * A proxied request adds what its upstream did, under nginx's variable names:
+ * upstream_addr, upstream_status, upstream_connect_time, upstream_header_time and
+ * upstream_response_time (seconds, "-" for none), and upstream_error with the cause of a
+ * 502/503/504 (combined: key=value after the request time; json: keys of their own).
+ *
  * Formatted only when there is a log, and without printf on the way: the time once a
  * second per thread, numbers by hand, client text copied a run of plain bytes at a time
  * (callgrind, 1 KiB over h2c: the line cost 9,200 instructions per request with
@@ -110,6 +115,42 @@ static void put_escaped(struct line *l, const char *s, bool json, size_t max)
         put(l, "\"", 1);
 }
 
+/* An upstream time in seconds to the millisecond, or none ("-", JSON null). */
+static void put_time(struct line *l, const char *key, double t, bool json)
+{
+    put(l, json ? ",\"" : " ", json ? 2 : 1);
+    put_str(l, key);
+    put(l, json ? "\":" : "=", json ? 2 : 1);
+    if (t >= 0)
+        put_millis(l, t);
+    else
+        put(l, json ? "null" : "-", json ? 4 : 1);
+}
+
+static void put_upstream(struct line *l, const struct req_upstream *u, bool json)
+{
+    if (json) {
+        l->len--;                    /* inside the object: its closing brace goes last */
+        put(l, ",\"upstream_addr\":", 17);
+        put_escaped(l, u->addr, true, FIELD_MAX);
+        put(l, ",\"upstream_status\":", 19);
+    } else {
+        put(l, " upstream_addr=", 15);
+        put_escaped(l, u->addr[0] ? u->addr : NULL, false, FIELD_MAX);
+        put(l, " upstream_status=", 17);
+    }
+    put_u64(l, (uint64_t)u->status);
+    put_time(l, "upstream_connect_time", u->connect_time, json);
+    put_time(l, "upstream_header_time", u->header_time, json);
+    put_time(l, "upstream_response_time", u->response_time, json);
+    if (u->error[0]) {
+        put(l, json ? ",\"upstream_error\":" : " upstream_error=", json ? 18 : 16);
+        put_escaped(l, u->error, true, FIELD_MAX);
+    }
+    if (json)
+        put(l, "}", 1);
+}
+
 static const char *request_protocol(const char *proto)
 {
     return proto[0] == 'h' && proto[1] == 't' ? "HTTP/1.1" : "HTTP/2.0";
@@ -192,6 +233,9 @@ void access_log_request(const struct request *r)
         put(&l, " ", 1);
         put_millis(&l, secs);
     }
+    const struct req_upstream *u = req_upstream_info(r);
+    if (u)
+        put_upstream(&l, u, req_config(r)->access_log_format == ACCESS_LOG_JSON);
     put(&l, "\n", 1);
     if (l.text[l.len - 1] != '\n')       /* cut short: still one line */
         l.text[l.len - 1] = '\n';

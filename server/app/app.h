@@ -36,7 +36,7 @@ void app_register_routes(void);
 void app_handle(struct request *r);
 void app_init(void);
 /* On every worker after it took a new configuration. */
-void app_configure(void);
+void app_configure(const struct config *c);
 /* Once a second on every worker, with that worker's counters. */
 void app_tick(int worker, double now, const struct worker_counters *n);
 
@@ -85,6 +85,11 @@ int path_decode(const char *target, char *out, size_t cap, bool *dotted);
 bool path_has_dotfile(const char *path);
 /* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */
 int path_open_beneath(int root_fd, const char *rel);
+
+/* proxy_pass.c: the reverse proxy, for a location with proxy_pass (its route runs the
+ * handler once routing's frames are gone, as a built-in route's). */
+extern const struct route proxy_pass_route;
+void proxy_pass_handle(struct request *r);
 
 /* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);

@@ -28,6 +28,7 @@
 
 #include "app/app.h"
 #include "config.h"
+#include "upstream/upstream.h"
 
 static const struct route *const tables[] = { builtin_routes, stats_routes, dashboard_routes };
 
@@ -174,11 +175,14 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
     /* A WebSocket handshake where nothing takes it: refused, not served as a GET
      * (RFC 6455 4.2.1: an error status such as 400). */
     const char *upgrade = req_known(r, KF_UPGRADE);
-    if (upgrade && http_list_has(upgrade, "websocket") && http_list_has(req_known(r, KF_CONNECTION), "upgrade"))
+    if (loc->handler != HANDLER_PROXY && upgrade && http_list_has(upgrade, "websocket") &&
+        http_list_has(req_known(r, KF_CONNECTION), "upgrade"))
         return answered(reply_text(r, 400, "no WebSocket endpoint here\n"));
     if (loc->max_body && req_limit_body(r, loc->max_body))
         return answered(app_error(r, 413));
     switch (loc->handler) {
+    case HANDLER_PROXY:
+        return &proxy_pass_route;   /* it may wait long: run once these frames are gone */
     case HANDLER_BUILTIN:
         if (!(loc->route->methods & method_bit(req_method(r))))
             return answered(method_not_allowed(r, loc->route->methods));
@@ -219,11 +223,16 @@ void app_init(void)
     mime_types_load("/etc/mime.types");
 }
 
-void app_configure(void) { static_configure(); }
+void app_configure(const struct config *c)
+{
+    static_configure();
+    upstream_configure(c);
+}
 
 void app_tick(int worker, double now, const struct worker_counters *n)
 {
     static_sweep(now);
+    upstream_tick(now);
     dashboard_sample(worker, now, n);
 }
 

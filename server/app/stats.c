@@ -22,6 +22,7 @@
 #include "coro.h"
 #include "counters.h"
 #include "scalloc.h"
+#include "upstream/upstream.h"
 
 static time_t started_at;
 
@@ -179,6 +180,52 @@ static void metric(struct buf *b, const char *name, const char *type, const char
     sample(b, name, "", value);
 }
 
+/* Per upstream server, summed over the workers (upstream/upstream.c): labelled by its
+ * group ("" for a location's own address) and address. */
+static void upstream_metrics(struct buf *b, const struct config *cfg)
+{
+    struct upstream_stats u[MAX_UPSTREAM_TOTAL];
+    int n = upstream_stats_sum(cfg, u, MAX_UPSTREAM_TOTAL);
+    if (!n)
+        return;
+    char labels[300];
+    const struct upstream_server_conf *sv = cfg->upstream_servers;
+    const char *const classes[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
+    family(b, "h2park_upstream_responses_total", "counter", "Responses from each upstream server, by status class.");
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < 5; c++) {
+            snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",code=\"%s\"}", sv[i].group, sv[i].text,
+                     classes[c]);
+            sample(b, "h2park_upstream_responses_total", labels, (double)u[i].responses[c]);
+        }
+    family(b, "h2park_upstream_failures_total", "counter",
+           "Attempts on each upstream server that failed, by cause (connect, connect_timeout, send, send_timeout, "
+           "read_timeout, closed, reset, invalid).");
+    static const char *const causes[UF_COUNT] = { [UF_CONNECT] = "connect", [UF_CONNECT_TIMEOUT] = "connect_timeout",
+        [UF_SEND] = "send", [UF_SEND_TIMEOUT] = "send_timeout", [UF_READ_TIMEOUT] = "read_timeout",
+        [UF_CLOSED] = "closed", [UF_RESET] = "reset", [UF_INVALID] = "invalid" };
+    for (int i = 0; i < n; i++)
+        for (int f = 0; f < UF_COUNT; f++)
+            if (causes[f]) {
+                snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",cause=\"%s\"}", sv[i].group,
+                         sv[i].text, causes[f]);
+                sample(b, "h2park_upstream_failures_total", labels, (double)u[i].failures[f]);
+            }
+    family(b, "h2park_upstream_connections", "gauge", "Connections to each upstream server: in use (active) and pooled (idle).");
+    for (int i = 0; i < n; i++) {
+        snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",state=\"active\"}", sv[i].group, sv[i].text);
+        sample(b, "h2park_upstream_connections", labels, (double)u[i].active);
+        snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",state=\"idle\"}", sv[i].group, sv[i].text);
+        sample(b, "h2park_upstream_connections", labels, (double)u[i].idle);
+    }
+    family(b, "h2park_upstream_up", "gauge",
+           "1 if no worker leaves the upstream server out for its failures (passive health), else 0.");
+    for (int i = 0; i < n; i++) {
+        snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\"}", sv[i].group, sv[i].text);
+        sample(b, "h2park_upstream_up", labels, u[i].down ? 0 : 1);
+    }
+}
+
 static void metrics(struct request *r)
 {
     struct figure f[24];
@@ -247,6 +294,7 @@ static void metrics(struct request *r)
     metric(&b, "h2park_heap_released_bytes", "gauge", "Idle heap pages given back to the OS.", (double)st.heap_released);
     metric(&b, "h2park_libc_heap_bytes", "gauge", "Bytes glibc's own allocator holds (0: everything is on the heap).",
            (double)libc_heap_bytes());
+    upstream_metrics(&b, req_config(r));
     metric(&b, "h2park_parking_enabled", "gauge", "1 if idle serve loops park (http2serveparking).",
            req_config(r)->parking);
     metric(&b, "h2park_workers", "gauge", "Worker threads.", (double)nworkers);

@@ -1,5 +1,6 @@
-/* A connection's lifecycle and its socket: creation at accept, the readiness watcher and
- * the one timer, reads and writes (plain or TLS), and teardown.
+/* A connection's lifecycle: creation at accept, the readiness watcher and the one timer,
+ * reads and writes through its transport (transport.c) with their bookkeeping, and
+ * teardown.
  *
  * The watcher waits for readability while the protocol takes input - that is what
  * wakes a parked connection - and for writability only while output is stuck.  The
@@ -12,16 +13,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <openssl/err.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "copy.h"
 #include "core/conn.h"
-#include "mem.h"
 #include "scalloc.h"
 
 struct conn_protocols conn_protocols;
@@ -99,7 +96,7 @@ struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, c
     if (!c)
         return NULL;
     c->w = w;
-    c->fd = fd;
+    c->sock.fd = fd;
     c->tls = flags & CONN_TLS;
     c->listener = (uint8_t)slot;
     /* The PROXY header, the TLS handshake and the protocol's preface or first head all
@@ -108,11 +105,11 @@ struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, c
     c->head_due = true;
     if (salen <= sizeof c->peer)
         memcpy(&c->peer, sa, salen);
-    if (c->tls && !(c->ssl = tls_new_ssl(w->cfg, slot, fd))) {
+    if (c->tls && !(c->sock.ssl = tls_new_ssl(w->cfg, slot, fd))) {
         sc_free(c);
         return NULL;
     }
-    c->tls_config_held = c->ssl != NULL;
+    c->tls_config_held = c->sock.ssl != NULL;
     if (flags & CONN_PROXY_PROTOCOL)
         c->state = CONN_PROXY;
     else
@@ -137,7 +134,7 @@ struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, c
 /* After the PROXY header, if any: a TLS handshake, or the cleartext protocol. */
 void conn_begin(struct conn *c)
 {
-    if (c->ssl) {
+    if (c->sock.ssl) {
         conn_set_state(c, CONN_HANDSHAKE);
     } else {
         conn_set_state(c, CONN_OPEN);
@@ -226,149 +223,44 @@ void conn_watch(struct conn *c, bool read, bool write)
     ev_io_stop(c->w->loop, &c->io);
     if (!read && !write)
         return;
-    ev_io_set(&c->io, c->fd, (read ? EV_READ : 0) | (write ? EV_WRITE : 0));
+    ev_io_set(&c->io, c->sock.fd, (read ? EV_READ : 0) | (write ? EV_WRITE : 0));
     ev_io_start(c->w->loop, &c->io);
 }
 
-/* Reads what is there into buf.  >0 bytes, 0 nothing now, -1 peer gone or error. */
 ssize_t conn_read(struct conn *c, void *buf, size_t len)
 {
-    if (c->ssl) {
-        ERR_clear_error();
-        int n = SSL_read(c->ssl, buf, (int)len);
-        if (n > 0) {
-            c->last_io = ev_now(c->w->loop);
-            counter_add(&c->w->n.bytes_in, n);
-            c->heard = true;
-            return n;
-        }
-        int e = SSL_get_error(c->ssl, n);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-            return 0;
+    ssize_t n = transport_read(&c->sock, buf, len);
+    if (n > 0) {
+        c->last_io = ev_now(c->w->loop);
+        counter_add(&c->w->n.bytes_in, n);
+        c->heard = true;
+    } else if (n < 0) {
         c->peer_eof = true;
-        return -1;
     }
-    for (;;) {
-        ssize_t n = read(c->fd, buf, len);
-        if (n > 0) {
-            c->last_io = ev_now(c->w->loop);
-            counter_add(&c->w->n.bytes_in, n);
-            c->heard = true;
-            return n;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        c->peer_eof = true;
-        return -1;
-    }
+    return n;
 }
 
-/* Writes conn->out.  0: all written (and the buffer freed), 1: the socket is full,
- * -1: the peer is gone. */
 int conn_flush(struct conn *c)
 {
-    if (c->ssl && c->out.len - c->out_off > TLS_RECORD_MAX)
-        tls_expect_sealing(c->ssl, c->out.len - c->out_off);
-    while (c->out_off < c->out.len) {
-        size_t left = c->out.len - c->out_off;
-        ssize_t n;
-        if (c->ssl) {
-            ERR_clear_error();
-            const char *src = c->out.data + c->out_off;
-            size_t len = left > (1u << 30) ? 1u << 30 : left;
-            /* OpenSSL copies each record's plaintext from src + k * 16 KiB to the same
-             * place; where that place lies just after src modulo 4096 every copy is the
-             * CPU's slow case (copy.h), so a shorter first record moves the rest clear. */
-            if (len > TLS_RECORD_MAX && copy_near_behind((const void *)(uintptr_t)MEM_TLS_PAYLOAD_PAGE_OFFSET, src))
-                len = TLS_RECORD_MAX - 64;
-            int r = SSL_write(c->ssl, src, (int)len);
-            if (r <= 0) {
-                int e = SSL_get_error(c->ssl, r);
-                if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
-                    goto blocked;
-                return -1;
-            }
-            n = r;
-        } else {
-            /* Bytes a file range follows are held for it (MSG_MORE): an HTTP/1.1 head
-             * and the start of its body leave in one segment, not a short packet first. */
-            n = send(c->fd, c->out.data + c->out_off, left, MSG_NOSIGNAL | (c->file_out ? MSG_MORE : 0));
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    goto blocked;
-                return -1;
-            }
-        }
-        c->out_off += (uint32_t)n;
+    uint64_t moved;
+    int r = transport_flush(&c->sock, &moved);
+    if (moved) {
         c->write_blocked_since = 0;
         c->last_io = ev_now(c->w->loop);
-        counter_add(&c->w->n.bytes_out, n);
+        counter_add(&c->w->n.bytes_out, (int64_t)moved);
     }
-    buf_free(&c->out);
-    c->out_off = 0;
-    if (c->ssl) {
-        int r = tls_send_sealed(c->ssl);
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            goto blocked;
-    }
-    while (c->file_out) {
-        struct file_out *f = c->file_out;
-        size_t chunk = f->left < (1u << 30) ? (size_t)f->left : 1u << 30;
-        ssize_t n = sendfile(c->fd, f->fd, &f->off, chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            goto blocked;
-        if (n <= 0) {
-            log_msg(LOG_WARN, "%s: a file being sent ended early or failed: %s", conn_peer(c), n ? strerror(errno) : "EOF");
-            return -1;
-        }
-        f->left -= (uint64_t)n;
-        c->last_io = ev_now(c->w->loop);
-        counter_add(&c->w->n.bytes_out, n);
-        if (!f->left)
-            conn_file_out_done(c);
-    }
-    c->write_blocked_since = 0;
-    return 0;
-blocked:
-    if (!c->write_blocked_since)
+    if (r == 0)
+        c->write_blocked_since = 0;
+    else if (r > 0 && !c->write_blocked_since)
         c->write_blocked_since = ev_now(c->w->loop);
-    return 1;
-}
-
-int conn_file_out(struct conn *c, int fd, int64_t off, uint64_t len, void (*release)(void *), void *arg)
-{
-    struct file_out *f = sc_malloc(sizeof *f);
-    if (!f)
-        return -1;
-    *f = (struct file_out){ fd, off, len, release, arg };
-    c->file_out = f;
-    return 0;
-}
-
-void conn_file_out_done(struct conn *c)
-{
-    struct file_out *f = c->file_out;
-    if (!f)
-        return;
-    c->file_out = NULL;
-    if (f->release)
-        f->release(f->arg);
-    sc_free(f);
+    return r;
 }
 
 /* Called from the serve coroutine; the caller returns SERVE_CLOSED right after. */
 void conn_close(struct conn *c)
 {
     struct worker *w = c->w;
-    conn_file_out_done(c);
+    transport_file_done(&c->sock);
     if (c->requests)
         conn_runtime.cancel_all(c);
     worker_forget_ready(w, c);
@@ -377,16 +269,11 @@ void conn_close(struct conn *c)
     /* Closing on our own words (GOAWAY, an error response) to a peer that may still be
      * sending: linger, or a reset could destroy those words before the peer reads them. */
     bool linger = c->state == CONN_CLOSING && !c->peer_eof;
-    if (c->ssl) {
-        if (linger && SSL_is_init_finished(c->ssl))
-            SSL_shutdown(c->ssl);      /* close_notify, best effort */
-        if (c->tls_config_held)
-            tls_config_release(c->ssl);
-        SSL_free(c->ssl);
-    }
+    if (c->sock.ssl && c->tls_config_held)
+        tls_config_release(c->sock.ssl);
+    transport_release(&c->sock, linger);
     ev_io_stop(w->loop, &c->io);
     ev_timer_stop(w->loop, &c->timer);
-    buf_free(&c->out);
     buf_free(&c->in);
     if (c->prev)
         c->prev->next = c->next;
@@ -396,7 +283,7 @@ void conn_close(struct conn *c)
         c->next->prev = c->prev;
     counter_add(&w->n.conns, -1);
     counter_add(&w->n.closed[c->close_reason], 1);
-    int fd = c->fd;
+    int fd = c->sock.fd;
     sc_free(c);
     if (linger) {
         linger_close(w, fd);

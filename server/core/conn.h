@@ -40,6 +40,7 @@
 #include "coro.h"
 #include "counters.h"
 #include "log.h"
+#include "core/transport.h"
 
 struct conn;
 struct request_set;
@@ -150,7 +151,7 @@ extern struct worker *workers;
 /* Runs on every worker once a second (the application's housekeeping). */
 extern void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
 /* Runs on a worker each time it has taken a new configuration (the application's). */
-extern void (*worker_config_hook)(void);
+extern void (*worker_config_hook)(const struct config *c);
 
 int workers_create(int n);
 /* Starts the threads; notify runs on main_loop whenever a worker took a configuration
@@ -185,29 +186,15 @@ void worker_forget_ready(struct worker *w, struct conn *c);
 /* Shuts fd's write side and drops what the peer still sends for a while (linger.c). */
 void linger_close(struct worker *w, int fd);
 
-/* A file range that follows conn->out on the socket (HTTP/1.1 over cleartext): sent with
- * sendfile, from the page cache, never copied through the process.  It holds a reference
- * that keeps fd open (release(arg) drops it), and exists only while it has bytes left:
- * an idle connection pays a pointer for it. */
-struct file_out {
-    int fd;
-    int64_t off;
-    uint64_t left;
-    void (*release)(void *arg);
-    void *arg;
-};
-
 struct conn {
     struct worker *w;
     struct conn *next, *prev;      /* in w->conns */
     const struct conn_proto *proto;
     void *proto_state;             /* the front end's: struct h2_conn, struct h1_conn */
-    SSL *ssl;
+    struct transport sock;         /* the socket, its TLS, and the output waiting for it */
     coro *serve;
     struct request_set *requests;  /* the runtime's, NULL while there are none */
     struct conn *ready_next;       /* in w->ready while ready is set */
-    struct buf out;                /* bytes for the socket; freed whenever it empties */
-    struct file_out *file_out;     /* a file range to send after out, or NULL */
     struct buf in;                 /* input a protocol keeps for later (detection, HTTP/1.1) */
     ev_io io;
     ev_timer timer;
@@ -215,8 +202,6 @@ struct conn {
      * when the connection has had no open request. */
     ev_tstamp since;
     ev_tstamp write_blocked_since, last_io;
-    uint32_t out_off;              /* how much of out is written (out is bounded far below 4 GiB) */
-    int fd;
     uint8_t state;                 /* enum conn_state */
     uint8_t timed_out;             /* enum conn_timeout: which deadline passed */
     uint8_t close_reason;          /* enum close_reason, once the serve loop decides to close */
@@ -256,11 +241,10 @@ void conn_wake(struct conn *c);
 void conn_request_shutdown(struct conn *c);
 void conn_arm_timer(struct conn *c);
 void conn_watch(struct conn *c, bool read, bool write);
+/* The transport's read and flush, with the connection's bookkeeping (progress, counters,
+ * when a write got stuck): as transport_read and transport_flush say. */
 ssize_t conn_read(struct conn *c, void *buf, size_t len);
 int conn_flush(struct conn *c);
-/* Queues a file range after conn->out (holding one reference on it); -1 without memory. */
-int conn_file_out(struct conn *c, int fd, int64_t off, uint64_t len, void (*release)(void *), void *arg);
-void conn_file_out_done(struct conn *c);
 void conn_close(struct conn *c);
 /* The serve loop closes c at its next step: conn_close_soon leaves waking it to the
  * caller (who must not touch c after the wake-up), conn_force_close wakes it now. */
@@ -274,25 +258,14 @@ void conn_trim_idle(struct conn *c);
 static inline bool conn_runnable(const struct conn *c) { return c->runnable; }
 /* Switches c to protocol p (detection handing over, an upgrade); -1 to close. */
 int conn_start_proto(struct conn *c, const struct conn_proto *p);
-/* tlsbatch.c: the socket under ssl, written through a BIO that keeps sealed records for
- * tls_send_sealed (1: all sent, 0: the socket is full, -1: failed); tls_unsent: bytes
- * sealed and not yet sent; tls_expect_sealing: n plaintext bytes are about to be sealed. */
-#define TLS_RECORD_MAX 16384      /* plaintext bytes in one TLS record */
-int tls_attach_socket(SSL *ssl, int fd);
-size_t tls_unsent(SSL *ssl);
-int tls_send_sealed(SSL *ssl);
-void tls_expect_sealing(SSL *ssl, size_t n);
-static inline size_t conn_out_pending(const struct conn *c)
-{
-    return c->out.len - c->out_off + (c->file_out ? c->file_out->left : 0) + (c->ssl ? tls_unsent(c->ssl) : 0);
-}
+static inline size_t conn_out_pending(const struct conn *c) { return transport_pending(&c->sock); }
 /* Room for n more output bytes.  The buffer is freed whenever it empties (an idle
  * connection holds none), so a step's first bytes take CONN_OUT_FIRST at once rather than
  * growing it - and copying it - frame by frame. */
 #define CONN_OUT_FIRST (16u << 10)
 static inline int conn_out_reserve(struct conn *c, size_t n)
 {
-    return buf_reserve(&c->out, c->out.cap || n >= CONN_OUT_FIRST ? n : CONN_OUT_FIRST);
+    return buf_reserve(&c->sock.out, c->sock.out.cap || n >= CONN_OUT_FIRST ? n : CONN_OUT_FIRST);
 }
 
 /* serve.c */

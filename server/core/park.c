@@ -19,7 +19,7 @@ bool conn_may_park(const struct conn *c)
 {
     if (!c->w->cfg->parking || conn_runnable(c) || conn_out_pending(c) || c->shutdown_asked || c->timed_out)
         return false;
-    if (c->ssl && SSL_pending(c->ssl) > 0)
+    if (transport_holds_input(&c->sock))
         return false;
     if (c->state == CONN_OPEN && !c->nothing_to_write && c->proto->want_write(c))
         return false;

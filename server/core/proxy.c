@@ -172,7 +172,7 @@ int proxy_stage(struct conn *c)
     _Static_assert(sizeof c->w->rbuf >= 3 * PROXY_HEADER_MAX, "rbuf holds the header twice");
     for (;;) {
         size_t kept = c->in.len;
-        ssize_t n = recv(c->fd, buf + kept, PROXY_HEADER_MAX - kept, MSG_PEEK);
+        ssize_t n = recv(c->sock.fd, buf + kept, PROXY_HEADER_MAX - kept, MSG_PEEK);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -190,7 +190,7 @@ int proxy_stage(struct conn *c)
             return -1;
         }
         size_t take = r > 0 ? (size_t)r - kept : (size_t)n;
-        if (read(c->fd, sink, take) != (ssize_t)take)
+        if (read(c->sock.fd, sink, take) != (ssize_t)take)
             return -1;
         if (r == 0) {
             if (buf_append(&c->in, sink, take))

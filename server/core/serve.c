@@ -30,24 +30,22 @@ enum step { STEP_CLOSE, STEP_IDLE, STEP_WAIT_READ, STEP_WAIT_WRITE };
 
 static enum step handshake(struct conn *c)
 {
-    ERR_clear_error();
-    int r = SSL_do_handshake(c->ssl);
-    if (r == 1) {
+    switch (transport_handshake(&c->sock)) {
+    case HANDSHAKE_DONE: {
         c->tls_config_held = false;    /* the server-name callback is done with it */
-        tls_config_release(c->ssl);
+        tls_config_release(c->sock.ssl);
         const unsigned char *alpn = NULL;
         unsigned len = 0;
-        SSL_get0_alpn_selected(c->ssl, &alpn, &len);
+        SSL_get0_alpn_selected(c->sock.ssl, &alpn, &len);
         conn_set_state(c, CONN_OPEN);
         const struct conn_proto *p = conn_protocols.after_tls(alpn, len);
         if (!p || conn_start_proto(c, p))
             return STEP_CLOSE;
         return STEP_IDLE;
     }
-    switch (SSL_get_error(c->ssl, r)) {
-    case SSL_ERROR_WANT_READ:
+    case HANDSHAKE_WANT_READ:
         return STEP_WAIT_READ;
-    case SSL_ERROR_WANT_WRITE:
+    case HANDSHAKE_WANT_WRITE:
         return STEP_WAIT_WRITE;
     default: {
         /* A refused client, logged with what it lacked (no common protocol, version,
@@ -137,11 +135,10 @@ static enum step step(struct conn *c)
             }
             reads--;
             moved = true;
-            /* A cleartext read that did not fill the buffer took all the socket had: the
-             * next would only say EAGAIN (a system call per request, with one request per
-             * wake-up).  Anything arriving later shows as readiness.  A TLS read ends at a
-             * record's end whatever the socket still holds, so it proves nothing. */
-            if (!c->ssl && n > 0 && (size_t)n < sizeof c->w->rbuf)
+            /* A read that took all the socket had saves the one that would only say
+             * EAGAIN (a system call per request, with one request per wake-up).  Anything
+             * arriving later shows as readiness. */
+            if (transport_drained(&c->sock, n, sizeof c->w->rbuf))
                 drained = true;
             /* len 0: the peer's end; the protocol decides what is left to do. */
             if (c->proto->feed(c, chunk, n > 0 ? (size_t)n : 0) < 0) {
@@ -178,7 +175,7 @@ static enum step step(struct conn *c)
         if (round == STEP_ROUNDS || reads == 0) {
             /* Budget spent: other connections first.  Input still in the socket brings
              * this one back by itself; work it does not show needs the ready list. */
-            if (conn_runnable(c) || c->proto->want_write(c) || (c->ssl && SSL_pending(c->ssl) > 0))
+            if (conn_runnable(c) || c->proto->want_write(c) || transport_holds_input(&c->sock))
                 conn_mark_ready(c);
             break;
         }

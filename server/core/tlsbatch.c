@@ -4,7 +4,7 @@
  * makes a write() of each: 64 system calls, and as many TCP pushes, per MiB of body
  * where cleartext makes 16 (server system time per 1 MiB response over TLS: 590 us,
  * against 340 us over h2c and h2o's 360 us over TLS; h2load -c 100 -m 1).  This BIO
- * keeps what OpenSSL writes and conn_flush sends it whole: it seals all the pending
+ * keeps what OpenSSL writes and transport_flush sends it whole: it seals all the pending
  * output first (SSL_write then never waits on the socket) and sends the records in
  * one call (tls_send_sealed).  A lone short record - a small response - is written at
  * once, as before, without the copy.  OpenSSL's own flushes - after handshake messages and

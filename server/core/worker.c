@@ -40,7 +40,7 @@
 
 struct worker *workers;
 void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
-void (*worker_config_hook)(void);
+void (*worker_config_hook)(const struct config *c);
 const char *const close_reason_names[CLOSED_REASONS] = { "peer", "idle", "timeout", "goaway", "error" };
 _Atomic int shutting_down;
 int nworkers;
@@ -362,7 +362,7 @@ static void adopt(struct worker *w)
                 conn_wake(c);                /* parking off: every connection gets its serve loop */
         }
     if (worker_config_hook)
-        worker_config_hook();
+        worker_config_hook(w->cfg);
     atomic_store(&w->applied, gen);
     if (main_loop)
         ev_async_send(main_loop, &main_notify);

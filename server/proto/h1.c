@@ -73,6 +73,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http1_syntax.h"
 #include "httpdate.h"
 #include "runtime/runtime.h"
 #include "proto/h1.h"
@@ -93,6 +94,7 @@ enum h1_phase {
     H1_BODY,        /* its handler runs; body may still arrive */
     H1_WAIT,        /* the message is complete, its response is not: parser paused */
     H1_DISCARD,     /* the response is done, the rest of the body is dropped */
+    H1_TUNNEL,      /* answered 101: the client's bytes are the request's body, unparsed */
 };
 
 struct h1_request {
@@ -214,7 +216,7 @@ static void error_response(struct conn *c, int status)
                          "connection: close\r\n\r\n%s\n",
                          status, reason(status), http_date_now(), c->w->cfg->server_header ? "server: h2park\r\n" : "",
                          body, reason(status));
-        buf_append(&c->out, text, (size_t)n);
+        buf_append(&c->sock.out, text, (size_t)n);
     }
     if (r) {
         h->cur = NULL;
@@ -232,8 +234,6 @@ static void error_response(struct conn *c, int status)
 }
 
 /* ---- the head, from llhttp's callbacks ---- */
-
-static bool tchar(int ch) { return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch)); }
 
 static int fail(llhttp_t *p, int status)
 {
@@ -359,20 +359,8 @@ static int on_header_value_complete(llhttp_t *p)
     struct h1_conn *h = H(c);
     char *name = h->field.data, *value = h->value.data ? h->value.data : "";
     size_t nl = h->field.len, vl = h->value.len;
-    if (!nl)
-        return fail(p, 400);
-    for (size_t i = 0; i < nl; i++) {
-        if (!tchar((unsigned char)name[i]))
-            return fail(p, 400);   /* whitespace or worse in a field name */
-        name[i] = (char)tolower((unsigned char)name[i]);
-    }
-    while (vl && (value[vl - 1] == ' ' || value[vl - 1] == '\t'))
-        vl--;
-    for (size_t i = 0; i < vl; i++) {
-        unsigned char ch = (unsigned char)value[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return fail(p, 400);
-    }
+    if (!http1_name_ok(name, nl) || !http1_value_ok(value, &vl))
+        return fail(p, 400);       /* whitespace or worse in a field name, a control character in a value */
     h->field.len = h->value.len = 0;
     /* Trailers (RFC 9110 section 6.5): checked like the head's fields and bounded - the
      * head and its trailers together within max_header_list_size (add_span), at most
@@ -408,7 +396,7 @@ static int on_header_value_complete(llhttp_t *p)
 
 static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
 {
-    if (c->ssl)
+    if (c->sock.ssl)
         return false;              /* h2c is for cleartext; over TLS ALPN chooses */
     const char *upgrade = req_known(&r->r, KF_UPGRADE), *connection = req_known(&r->r, KF_CONNECTION);
     const char *settings = req_known(&r->r, KF_HTTP2_SETTINGS);
@@ -491,7 +479,13 @@ static int on_headers_complete(llhttp_t *p)
             h->upgrading = true;
             return HPE_PAUSED;
         }
-        p->upgrade = 0;            /* any other upgrade is ignored (RFC 9110 7.8) */
+        /* Any other upgrade is the handler's to take (a 101 makes a tunnel) or ignore (RFC
+         * 9110 7.8): the head is parsed as a request without one, so what follows it waits
+         * in conn->in, unparsed, until the answer says which it is. */
+        const char *connection = req_known(&r->r, KF_CONNECTION);
+        r->r.upgrade_offered = !has_body && p->http_minor >= 1 && req_known(&r->r, KF_UPGRADE) && connection &&
+                               http_list_has(connection, "upgrade");
+        p->upgrade = 0;
     }
     if (!llhttp_should_keep_alive(p))
         h->close_after = true;
@@ -601,7 +595,7 @@ static int upgrade(struct conn *c, const char *rest, size_t len)
         return 0;
     }
     static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n";
-    if (buf_append(&c->out, switching, sizeof switching - 1))
+    if (buf_append(&c->sock.out, switching, sizeof switching - 1))
         return -1;
     struct buf head = r->r.hdr;
     r->r.hdr = (struct buf){ 0 };
@@ -623,7 +617,7 @@ static int upgrade(struct conn *c, const char *rest, size_t len)
 
 static size_t body_room(const struct h1_conn *h)
 {
-    if (h->phase != H1_BODY)
+    if (h->phase != H1_BODY && h->phase != H1_TUNNEL)
         return SIZE_MAX;
     size_t held = h->cur->r.body.len - h->cur->r.body_off;
     return held < H1_BODY_MAX ? H1_BODY_MAX - held : 0;
@@ -664,9 +658,38 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
     return 0;
 }
 
+/* A tunnel's input: handed on as it is, as much as the handler has room for; the rest
+ * waits in conn->in (and reading stops) until it makes room. */
+static int tunnel_in(struct conn *c, const char *data, size_t len, size_t *used)
+{
+    struct h1_conn *h = H(c);
+    size_t room = body_room(h);
+    *used = len < room ? len : room;
+    return *used && request_body(&h->cur->r, data, *used) ? -1 : 0;
+}
+
+/* The tunnel's input that waits in conn->in, and the client's close after it. */
+static int tunnel_queued(struct conn *c)
+{
+    size_t used = 0;
+    if (c->in.len && tunnel_in(c, c->in.data, c->in.len, &used))
+        return -1;
+    if (used == c->in.len) {
+        buf_free(&c->in);
+    } else if (used) {
+        memmove(c->in.data, c->in.data + used, c->in.len - used);
+        c->in.len -= used;
+    }
+    if (!c->in.len && c->peer_eof)
+        request_body_end(&H(c)->cur->r);
+    return 0;
+}
+
 /* Parses what waits in conn->in, keeping the rest. */
 static int parse_queued(struct conn *c)
 {
+    if (H(c)->phase == H1_TUNNEL)
+        return tunnel_queued(c);
     if (!c->in.len)
         return 0;
     size_t used;
@@ -689,16 +712,25 @@ static int h1_feed(struct conn *c, const char *data, size_t len)
         return -1;
     if (!len) {
         /* The peer's end: a complete request still gets its answer; anything less is
-         * abandoned. */
-        if (h->phase == H1_WAIT)
+         * abandoned; a tunnel's body ends (after what still waits in conn->in). */
+        if (h->phase == H1_TUNNEL) {
+            if (!c->in.len)
+                request_body_end(&h->cur->r);
+        } else if (h->phase == H1_WAIT) {
             h->close_after = true;
-        else if (h->phase != H1_IDLE || c->in.len)
+        } else if (h->phase != H1_IDLE || c->in.len) {
             conn_set_state(c, CONN_CLOSING);
+        }
         return 0;
     }
     if (c->in.len)
         return buf_append(&c->in, data, len) ? -1 : parse_queued(c);
     size_t used;
+    if (h->phase == H1_TUNNEL) {
+        if (tunnel_in(c, data, len, &used))
+            return -1;
+        return used < len && buf_append(&c->in, data + used, len - used) ? -1 : 0;
+    }
     if (parse(c, data, len, &used))
         return -1;
     if (c->proto != &h1_proto)
@@ -739,8 +771,10 @@ static int write_head(struct conn *c, struct h1_request *r)
     }
     if (c->shutdown_asked)
         h->close_after = true;
-    enum { LENGTH, ZERO, CLOSE_DELIMITED, CHUNKED, NOTHING } framing = NOTHING;
-    if (bodiless(q->status))
+    enum { LENGTH, ZERO, CLOSE_DELIMITED, CHUNKED, NOTHING, TUNNEL } framing = NOTHING;
+    if (q->tunnel)
+        framing = TUNNEL;            /* the bytes as they are, both ways, until a close */
+    else if (bodiless(q->status))
         framing = NOTHING;
     else if (q->out_length >= 0)
         framing = LENGTH;
@@ -757,7 +791,7 @@ static int write_head(struct conn *c, struct h1_request *r)
     size_t need = sizeof cont + 16 + strlen(why) + q->resp.len + 2 * q->nresp + 64;
     if (conn_out_reserve(c, need))
         return -1;
-    char *p = c->out.data + c->out.len;
+    char *p = c->sock.out.data + c->sock.out.len;
     if (send_continue)
         p = put(p, cont, sizeof cont - 1);
     int code = q->status % 1000;
@@ -782,35 +816,44 @@ static int write_head(struct conn *c, struct h1_request *r)
     } else if (framing == CHUNKED) {
         p = put(p, "transfer-encoding: chunked\r\n", 28);
     }
-    if (h->close_after)
+    if (framing == TUNNEL)
+        p = put(p, "connection: upgrade\r\n", 21);
+    else if (h->close_after)
         p = put(p, "connection: close\r\n", 19);
     else if (http10)
         p = put(p, "connection: keep-alive\r\n", 24);
     p = put(p, "\r\n", 2);
-    c->out.len = (size_t)(p - c->out.data);
+    c->sock.out.len = (size_t)(p - c->sock.out.data);
     r->head_sent = true;
     q->head_out = true;
+    if (framing == TUNNEL) {
+        /* The request's end was its head's; from here its body is what the client sends,
+         * bytes that may already wait in conn->in. */
+        h->phase = H1_TUNNEL;
+        h->close_after = true;
+        return tunnel_queued(c);
+    }
     return 0;
 }
 
 static int write_body(struct conn *c, struct h1_request *r)
 {
     /* A file over cleartext goes with sendfile, whole, after the head. */
-    if (!c->ssl && !r->chunked && !c->file_out && request_out_file(&r->r, c))
+    if (transport_sends_files(&c->sock) && !r->chunked && !c->sock.file && request_out_file(&r->r, c))
         return 0;
     size_t avail;
     while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {
         size_t n = avail < OUT_CHUNK ? avail : OUT_CHUNK;
         char size[24];
         int sl = r->chunked ? snprintf(size, sizeof size, "%zx\r\n", n) : 0;
-        if (buf_reserve(&c->out, (size_t)sl + n + 2))
+        if (buf_reserve(&c->sock.out, (size_t)sl + n + 2))
             return -1;
-        memcpy(c->out.data + c->out.len, size, (size_t)sl);
-        if (request_out_take(&r->r, c->out.data + c->out.len + sl, n))
+        memcpy(c->sock.out.data + c->sock.out.len, size, (size_t)sl);
+        if (request_out_take(&r->r, c->sock.out.data + c->sock.out.len + sl, n))
             return -1;
-        c->out.len += (size_t)sl + n;
+        c->sock.out.len += (size_t)sl + n;
         if (r->chunked)
-            buf_append(&c->out, "\r\n", 2);
+            buf_append(&c->sock.out, "\r\n", 2);
     }
     return 0;
 }
@@ -825,7 +868,7 @@ static int response_done(struct conn *c)
     if (h->phase == H1_BODY)
         h->phase = H1_DISCARD;        /* answered before the body ended: drop the rest */
     else
-        h->phase = H1_IDLE;
+        h->phase = H1_IDLE;           /* a tunnel too: it closes (close_after) */
     request_closed(&r->r);
     if (h->close_after) {
         conn_set_state(c, CONN_CLOSING);
@@ -837,6 +880,11 @@ static int response_done(struct conn *c)
 static int h1_send(struct conn *c)
 {
     struct h1_conn *h = H(c);
+    /* Body held back for want of room (conn->in) goes on once the handler made some: the
+     * socket may have nothing more to say, so no read would bring it. */
+    if (h && (h->phase == H1_BODY || h->phase == H1_TUNNEL) && c->in.len && body_room(h) > 0 && c->state == CONN_OPEN &&
+        parse_queued(c))
+        return -1;
     if (!h || !h->cur || !h->cur->r.responded || c->state != CONN_OPEN)
         return 0;
     struct h1_request *r = h->cur;
@@ -845,7 +893,7 @@ static int h1_send(struct conn *c)
     if (write_body(c, r))
         return -1;
     if (request_out_finished(&r->r) && !r->r.sent_all) {
-        if (r->chunked && buf_append(&c->out, "0\r\n\r\n", 5))
+        if (r->chunked && buf_append(&c->sock.out, "0\r\n\r\n", 5))
             return -1;
         if (response_done(c))
             return -1;
@@ -940,7 +988,7 @@ static void request_body_wanted(struct request *q)
 {
     struct h1_request *r = R(q);
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    if (r->expect_continue && !r->continue_sent && !q->responded && buf_append(&q->c->out, cont, sizeof cont - 1) == 0)
+    if (r->expect_continue && !r->continue_sent && !q->responded && buf_append(&q->c->sock.out, cont, sizeof cont - 1) == 0)
         r->continue_sent = true;
 }
 

@@ -34,7 +34,7 @@
 #define BIG_FRAME (8u << 10)
 #define FRAMES_SHIFT 64
 #define PREFACE_LEN 24
-#define MAX_RESPONSE_HEADERS 64
+#define MAX_RESPONSE_HEADERS 100
 
 struct h2_conn {
     nghttp2_session *session;
@@ -268,7 +268,7 @@ static struct h2_stream *stream_new(struct conn *c, int32_t id)
     memset(s, 0, sizeof *s);
     s->id = id;
     request_set_store(&s->r, s->store, STREAM_BYTES - sizeof *s);
-    if (request_init(&s->r, c, &stream_ops, c->ssl ? REQ_H2 : REQ_H2C)) {
+    if (request_init(&s->r, c, &stream_ops, c->sock.ssl ? REQ_H2 : REQ_H2C)) {
         sc_free(s);
         return NULL;
     }
@@ -304,8 +304,8 @@ static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len
         return NGHTTP2_ERR_WOULDBLOCK;
     if (conn_out_reserve(c, length))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
-    copy_apart(c->out.data + c->out.len, data, length);
-    c->out.len += length;
+    copy_apart(c->sock.out.data + c->sock.out.len, data, length);
+    c->sock.out.len += length;
     return (ssize_t)length;
 }
 
@@ -326,7 +326,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     /* A large body fills the buffer up to OUT_HIGH before each write: take that room at
      * once rather than growing (and copying) the buffer frame by frame. */
     size_t room = 9 + length + pad;
-    bool fresh_big = c->out.cap == 0 && length >= BIG_FRAME;
+    bool fresh_big = c->sock.out.cap == 0 && length >= BIG_FRAME;
     if (fresh_big)
         room += OUT_HIGH + FRAMES_SHIFT;
     if (conn_out_reserve(c, room))
@@ -335,8 +335,8 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
      * bytes into it would each be read to just after their source modulo 4096, the CPU's
      * slow copy (copy.h).  Frames that start a little further in keep clear of it. */
     if (fresh_big)
-        c->out.len = c->out_off = FRAMES_SHIFT;
-    char *p = c->out.data + c->out.len;
+        c->sock.out.len = c->sock.out_off = FRAMES_SHIFT;
+    char *p = c->sock.out.data + c->sock.out.len;
     memcpy(p, framehd, 9);
     p += 9;
     if (pad > 0)
@@ -348,7 +348,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
         memset(p, 0, pad - 1);
         p += pad - 1;
     }
-    c->out.len = (size_t)(p - c->out.data);
+    c->sock.out.len = (size_t)(p - c->sock.out.data);
     return 0;
 }
 
@@ -606,7 +606,7 @@ static ssize_t data_length(nghttp2_session *session, uint8_t frame_type, int32_t
 {
     (void)session, (void)frame_type, (void)stream_id;
     const struct conn *c = user_data;
-    ssize_t n = c->ssl && max_frame >= TLS_RECORD_MAX ? TLS_RECORD_MAX - 9 : (ssize_t)max_frame;
+    ssize_t n = c->sock.ssl && max_frame >= TLS_RECORD_MAX ? TLS_RECORD_MAX - 9 : (ssize_t)max_frame;
     if (n > session_window)
         n = session_window;
     if (n > stream_window)
@@ -682,9 +682,9 @@ static int h2_start(struct conn *c)
     nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
     if (cfg->connection_window_size > 65535)
         nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg->connection_window_size);
-    if (c->ssl && !tls_cipher_adequate(c->ssl)) {
+    if (c->sock.ssl && !tls_cipher_adequate(c->sock.ssl)) {
         log_msg(LOG_INFO, "%s: %s with %s is not allowed for HTTP/2, INADEQUATE_SECURITY", conn_peer(c),
-                SSL_get_version(c->ssl), SSL_get_cipher_name(c->ssl));
+                SSL_get_version(c->sock.ssl), SSL_get_cipher_name(c->sock.ssl));
         nghttp2_session_terminate_session(h->session, NGHTTP2_INADEQUATE_SECURITY);
         conn_set_state(c, CONN_CLOSING);
     }

@@ -41,8 +41,8 @@
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
-#define MAX_FIELDS 30          /* response fields a handler may give */
-#define MAX_LOCATION_FIELDS 30 /* ... and its location adds (the front ends take 64 in all) */
+#define MAX_FIELDS 64          /* response fields a handler may give (a proxied response has many) */
+#define MAX_LOCATION_FIELDS 30 /* ... and its location adds (the front ends take 100 in all) */
 
 static request_handler app_handler;
 void (*request_log_hook)(const struct request *r);
@@ -51,6 +51,7 @@ void request_set_handler(request_handler h) { app_handler = h; }
 void request_set_logger(void (*log)(const struct request *r)) { request_log_hook = log; }
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
+static void on_fd_ready(struct ev_loop *loop, ev_io *io, int revents);
 
 int request_init(struct request *r, struct conn *c, const struct request_ops *ops, enum req_protocol protocol)
 {
@@ -188,6 +189,11 @@ static void release(struct request *r)
      * and would run on freed memory. */
     if (ev_is_active(&r->timer) || ev_is_pending(&r->timer))
         ev_timer_stop(c->w->loop, &r->timer);
+    if (r->extra) {
+        if (ev_is_active(&r->extra->fd_wait) || ev_is_pending(&r->extra->fd_wait))
+            ev_io_stop(c->w->loop, &r->extra->fd_wait);
+        sc_free(r->extra);
+    }
     if (r->src.release)
         r->src.release(r->src.arg);
     free_buf(r, &r->hdr);
@@ -325,7 +331,7 @@ static void handler_finished(struct request *r)
     if (!r->responded) {
         static const char msg[] = "the handler gave no response\n";
         req_simple(r, 500, "text/plain", msg, sizeof msg - 1);
-    } else if (!r->out_eof) {
+    } else if (!r->out_eof && !r->aborted) {
         req_end(r);
     }
     /* Body it did not read nobody will: dropped now, and the front end told it is taken
@@ -420,7 +426,7 @@ int request_body(struct request *r, const char *data, size_t len)
     if (buf_append(&r->body, data, len))
         return -1;
     r->in_progress = ev_now(r->c->w->loop);
-    if (r->wait == WAIT_BODY)
+    if (r->wait == WAIT_BODY || (r->wait == WAIT_FD && (r->extra->fd_events & REQ_BODY)))
         make_runnable(r);
     return 0;
 }
@@ -428,13 +434,27 @@ int request_body(struct request *r, const char *data, size_t len)
 void request_body_end(struct request *r)
 {
     r->body_eof = true;
-    if (r->wait == WAIT_BODY)
+    if (r->wait == WAIT_BODY || (r->wait == WAIT_FD && (r->extra->fd_events & REQ_BODY)))
         make_runnable(r);
+}
+
+static bool body_ready(const struct request *r) { return r->body.len > r->body_off || r->body_eof; }
+
+ssize_t req_try_body(struct request *r, void *buf, size_t len)
+{
+    if (!body_ready(r) && !gone(r)) {
+        if (!r->body_asked) {
+            r->ops->body_wanted(r);
+            r->body_asked = true;
+        }
+        return REQ_AGAIN;
+    }
+    return req_read_body(r, buf, len);
 }
 
 ssize_t req_read_body(struct request *r, void *buf, size_t len)
 {
-    bool asked = false;
+    bool asked = r->body_asked;
     for (;;) {
         size_t avail = r->body.len - r->body_off;
         if (avail) {
@@ -458,7 +478,7 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len)
             return -1;
         if (!asked) {
             r->ops->body_wanted(r);
-            asked = true;
+            asked = r->body_asked = true;
         }
         request_arm_timer(r);
         wait_for(r, WAIT_BODY);
@@ -531,6 +551,14 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
 {
     if (r->responded || gone(r))
         return -1;
+    /* 101 only where the front end can hand the connection over; the tunnel's body is
+     * the client's bytes from here on, its end the client's close. */
+    if (status == 101) {
+        if (!r->upgrade_offered || length != BODY_STREAM || r->body.len > r->body_off)
+            return -1;
+        r->tunnel = true;
+        r->body_eof = false;
+    }
     /* The fields go into one buffer sized at once, with their lengths, so no front end
      * measures them again. */
     size_t lead_len;
@@ -586,6 +614,8 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     r->out_progress = ev_now(r->c->w->loop);
     if (r->ops->respond(r)) {
         r->responded = false;
+        if (r->tunnel)
+            r->tunnel = false, r->body_eof = true;
         r->resp.len = was;          /* a handler that tries again starts from the same fields */
         r->nresp = was_fields;
         return -1;
@@ -650,6 +680,15 @@ int req_end(struct request *r)
     r->out_eof = true;
     r->ops->output_ready(r);
     return 0;
+}
+
+void req_abort(struct request *r)
+{
+    if (r->aborted || gone(r))
+        return;
+    r->aborted = true;
+    r->ops->cancel(r);
+    conn_mark_ready(r->c);          /* the serve loop acts on it at its next turn */
 }
 
 int req_simple(struct request *r, int status, const char *content_type, const void *body, size_t len)
@@ -730,14 +769,14 @@ int request_out_take(struct request *r, char *dst, size_t n)
     return 0;
 }
 
-bool request_out_finished(const struct request *r) { return r->out_eof && request_out_avail(r) == 0; }
+bool request_out_finished(const struct request *r) { return r->out_eof && !r->aborted && request_out_avail(r) == 0; }
 
 bool request_out_file(struct request *r, struct conn *c)
 {
     if (r->src.fd < 0 || r->src.mem || r->file_left <= 0 || !r->src.hold)
         return false;
     uint64_t n = (uint64_t)r->file_left;
-    if (conn_file_out(c, r->src.fd, r->file_off, n, r->src.release, r->src.arg))
+    if (transport_file(&c->sock, r->src.fd, r->file_off, n, r->src.release, r->src.arg))
         return false;
     r->src.hold(r->src.arg);
     r->bytes_sent += n;
@@ -793,7 +832,7 @@ static ev_tstamp deadline(const struct request *r, enum deadline *kind)
     /* Body is awaited by a handler, or by a front end that answered in full and drops
      * what still comes (HTTP/2 until the client ends its stream). */
     const struct config *cfg = r->cfg;
-    if (!r->body_eof && (r->handler || r->sent_all) && cfg->body_timeout > 0 && r->body.len == r->body_off) {
+    if (!r->body_eof && !r->tunnel && (r->handler || r->sent_all) && cfg->body_timeout > 0 && r->body.len == r->body_off) {
         ev_tstamp t = r->in_progress + cfg->body_timeout;
         if (!best || t < best)
             best = t, *kind = DEADLINE_BODY;
@@ -861,6 +900,57 @@ void req_sleep(struct request *r, double seconds)
     r->wake_at = 0;
 }
 
+/* Readiness of the descriptor a handler waits on: it runs again, and the watcher stops
+ * (a wait is one-shot, so an fd nobody waits on wakes nothing).  The watcher and what it
+ * found are in the request's extra, so a parked handler's stack is never touched. */
+static void on_fd_ready(struct ev_loop *loop, ev_io *io, int revents)
+{
+    struct request *r = io->data;
+    ev_io_stop(loop, io);
+    r->extra->fd_events = (uint8_t)((revents & EV_READ ? REQ_READABLE : 0) | (revents & EV_WRITE ? REQ_WRITABLE : 0));
+    r->wake_at = 0;
+    make_runnable(r);
+    conn_wake(r->c);
+}
+
+static struct request_extra *extra(struct request *r);
+
+int req_wait_fd(struct request *r, int fd, int events, double timeout)
+{
+    if (gone(r))
+        return -1;
+    if ((events & REQ_BODY) && body_ready(r))
+        return REQ_BODY;
+    struct request_extra *e = extra(r);
+    if (!e)
+        return -1;
+    struct ev_loop *loop = r->c->w->loop;
+    int io = (events & REQ_READABLE ? EV_READ : 0) | (events & REQ_WRITABLE ? EV_WRITE : 0);
+    if (io) {
+        ev_io_set(&e->fd_wait, fd, io);
+        ev_io_start(loop, &e->fd_wait);
+    }
+    e->fd_events = (uint8_t)(events & REQ_BODY);
+    r->wake_at = ev_now(loop) + (timeout > 0 ? timeout : 1e9);
+    request_arm_timer(r);
+    int ready = 0;
+    for (;;) {
+        wait_for(r, WAIT_FD);
+        if (gone(r))
+            break;
+        if (io && !ev_is_active(&e->fd_wait))
+            ready |= e->fd_events & (REQ_READABLE | REQ_WRITABLE);
+        if ((events & REQ_BODY) && body_ready(r))
+            ready |= REQ_BODY;
+        if (ready || !r->wake_at)
+            break;
+    }
+    ev_io_stop(loop, &e->fd_wait);
+    e->fd_events = 0;
+    r->wake_at = 0;
+    return gone(r) ? -1 : ready;
+}
+
 /* ---- what a handler may ask ---- */
 
 const char *req_method(const struct request *r) { return r->method; }
@@ -906,10 +996,10 @@ void req_set_client(struct request *r, const struct sockaddr *sa)
 
 bool req_is_tls(const struct request *r) { return r->c->tls; }
 unsigned req_listener(const struct request *r) { return r->c->listener; }
-const char *req_tls_server_name(const struct request *r) { return r->c->ssl ? tls_server_name(r->c->ssl) : NULL; }
+const char *req_tls_server_name(const struct request *r) { return r->c->sock.ssl ? tls_server_name(r->c->sock.ssl) : NULL; }
 bool req_tls_certificate_covers(const struct request *r, const char *host, size_t len)
 {
-    return r->c->ssl && tls_certificate_covers(r->c->ssl, host, len);
+    return r->c->sock.ssl && tls_certificate_covers(r->c->sock.ssl, host, len);
 }
 const struct config *req_config(const struct request *r) { return r->cfg; }
 const struct location *req_location(const struct request *r) { return r->loc; }
@@ -946,6 +1036,46 @@ uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
 
 const char *req_header(const struct request *r, const char *name) { return field(r, name); }
 const char *req_known(const struct request *r, enum known_field k) { return k < KF_COUNT ? known(r, k) : NULL; }
+const char *req_scheme(const struct request *r) { return r->c->sock.ssl ? "https" : "http"; }
+const char *req_upgrade(const struct request *r) { return r->upgrade_offered ? known(r, KF_UPGRADE) : NULL; }
+bool req_body_empty(const struct request *r) { return r->body_eof && r->body.len == 0 && r->body_off == 0 && r->content_length <= 0; }
+
+size_t req_headers(const struct request *r, struct header *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t off = 0; off < r->hdr.len && n < cap; n++) {
+        const char *name = r->hdr.data + off, *v = name + strlen(name) + 1;
+        out[n] = (struct header){ name, v };
+        off = (size_t)(v - r->hdr.data) + strlen(v) + 1;
+    }
+    return n;
+}
+
+static struct request_extra *extra(struct request *r)
+{
+    if (!r->extra && (r->extra = sc_calloc(1, sizeof *r->extra))) {
+        ev_init(&r->extra->fd_wait, on_fd_ready);
+        r->extra->fd_wait.data = r;
+    }
+    return r->extra;
+}
+
+struct req_upstream *req_upstream(struct request *r)
+{
+    struct request_extra *e = extra(r);
+    if (!e)
+        return NULL;
+    if (!e->has_upstream) {
+        e->has_upstream = true;
+        e->upstream.connect_time = e->upstream.header_time = e->upstream.response_time = -1;
+    }
+    return &e->upstream;
+}
+
+const struct req_upstream *req_upstream_info(const struct request *r)
+{
+    return r->extra && r->extra->has_upstream ? &r->extra->upstream : NULL;
+}
 
 bool http_list_has(const char *list, const char *token)
 {

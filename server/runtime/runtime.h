@@ -43,7 +43,7 @@ struct request_ops {
 
 enum req_state { REQ_RECEIVING, REQ_HANDLING, REQ_DRAINING, REQ_ORPHANED, REQ_DONE };
 
-enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER };
+enum req_wait { WAIT_NONE, WAIT_BODY, WAIT_WRITE, WAIT_TIMER, WAIT_FD };
 enum req_protocol { REQ_HTTP1, REQ_H2, REQ_H2C };
 
 /* A connection's requests (conn->requests), from its first request to its last. */
@@ -78,6 +78,10 @@ struct request {
     bool body_eof : 1;                    /* the request body ended */
     bool head : 1;                        /* a HEAD request */
     bool head_out : 1;                    /* the front end is done with resp (it may go) */
+    bool aborted : 1;                     /* req_abort: the response never ends */
+    bool body_asked : 1;                  /* body_wanted was called */
+    bool upgrade_offered : 1;             /* the front end can tunnel it (req_upgrade) */
+    bool tunnel : 1;                      /* answered 101: a tunnel both ways */
     uint16_t nresp;                       /* response fields in resp */
     /* Room the front end allocated with the request (request_set_store), store_off bytes
      * after it: the head, then the response fields, live there while they fit, and cost
@@ -111,11 +115,23 @@ struct request {
     struct body_source src;
     uint64_t bytes_sent;
     ev_timer timer;                       /* the nearest of wake_at and the deadlines */
+    struct request_extra *extra;          /* req_wait_fd's watcher, the upstream's record; or NULL */
     ev_tstamp wake_at;                    /* when req_sleep ends, or 0 */
     ev_tstamp in_progress;                /* request body last arrived or was all read */
     ev_tstamp out_progress;               /* response data last went out or became ready */
     ev_tstamp started;
     ev_tstamp ended;                      /* read from the clock as the exchange ended */
+};
+
+/* What only some requests need, allocated on first use and freed with the request: the
+ * watcher of req_wait_fd (a handler waiting on a descriptor of its own, the reverse
+ * proxy's upstream socket) and what a proxied request's upstream did.  Being here, not in
+ * the handler's frames, it stays reachable while the handler is parked. */
+struct request_extra {
+    ev_io fd_wait;                        /* started only while it waits */
+    uint8_t fd_events;                    /* req_wait_fd: what it waits for, then what came */
+    bool has_upstream;
+    struct req_upstream upstream;
 };
 
 /* The response fields, in r->resp as respond wrote them: per field the lengths of its
@@ -167,7 +183,7 @@ int request_out_take(struct request *r, char *dst, size_t n);
 bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
 /* Takes the rest of a body that is a file on disk (not a copy in memory) as a range
  * for sendfile, with a reference on the file of its own (dropped by
- * conn_file_out_done): false if the body is no such thing. */
+ * transport_file_done): false if the body is no such thing. */
 bool request_out_file(struct request *r, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
 void request_arm_timer(struct request *r);

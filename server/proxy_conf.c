@@ -1,0 +1,192 @@
+/* The reverse proxy's values: proxy_pass's target and an upstream section's servers
+ * (config.c places them: proxy_pass in a location, server lines in "upstream NAME {").
+ *
+ *   proxy_pass = http://127.0.0.1:8081          one server (a name is resolved now)
+ *   proxy_pass = http://unix:/run/app.sock:     a unix socket (nginx's spelling)
+ *   proxy_pass = http://backend/app/            a group; /app/ replaces the location's path
+ *   server = 127.0.0.1:8081 weight=3 max_fails=1 fail_timeout=10s max_conns=100
+ *   server = 127.0.0.1:8082 backup
+ *
+ * Each is the nginx directive an operator knows, with nginx's defaults.  Whether
+ * proxy_pass names a group that exists is config_finish's to check, naming the line of
+ * proxy_pass. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "config.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+{
+    snprintf(err, errlen, fmt, a, b);
+    return CONFIG_ERROR;
+}
+
+static int seconds(const char *v, double *out) { return config_parse_duration(v, out); }
+
+static int count(const char *v, unsigned long long max, uint32_t *out)
+{
+    unsigned long long n;
+    if (config_parse_uint(v, max, &n))
+        return -1;
+    *out = (uint32_t)n;
+    return 0;
+}
+
+/* "HOST:PORT", "[V6]:PORT", "HOST" (port 80) or "unix:/path" into s. */
+static int parse_address(const char *text, struct upstream_server_conf *s, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    if (!strncmp(text, "unix:", 5)) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&s->addr;
+        const char *path = text + 5;
+        if (path[0] != '/' || strlen(path) >= sizeof un->sun_path)
+            return fail(err, errlen, "'%s': a unix socket needs an absolute path of at most 107 bytes%s", text, "");
+        un->sun_family = AF_UNIX;
+        strcpy(un->sun_path, path);
+        s->addrlen = (socklen_t)sizeof *un;
+        snprintf(s->text, sizeof s->text, "%s", text);
+        return CONFIG_OK;
+    }
+    char host[256], port[16] = "80";
+    const char *colon = strrchr(text, ':'), *h = text;
+    size_t hl = strlen(text);
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || (close[1] && close[1] != ':'))
+            return fail(err, errlen, "'%s' is not [IPV6]:PORT%s", text, "");
+        h = text + 1;
+        hl = (size_t)(close - h);
+        colon = close[1] ? close + 1 : NULL;
+    } else if (colon) {
+        hl = (size_t)(colon - text);
+    }
+    if (!hl || hl >= sizeof host)
+        return fail(err, errlen, "'%s': no host%s", text, "");
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    if (colon) {
+        uint32_t n;
+        if (count(colon + 1, 65535, &n) || !n)
+            return fail(err, errlen, "'%s': bad port '%s'", text, colon + 1);
+        snprintf(port, sizeof port, "%u", n);
+    }
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG }, *res = NULL;
+    int e = getaddrinfo(host, port, &hints, &res);
+    if (e || !res) {
+        if (res)
+            freeaddrinfo(res);
+        return fail(err, errlen, "'%s': cannot resolve: %s", host, e ? gai_strerror(e) : "no address");
+    }
+    memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
+    s->addrlen = res->ai_addrlen;
+    freeaddrinfo(res);
+    char num[INET6_ADDRSTRLEN] = "?";
+    if (s->addr.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&s->addr)->sin6_addr, num, sizeof num);
+        snprintf(s->text, sizeof s->text, "[%s]:%s", num, port);
+    } else {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&s->addr)->sin_addr, num, sizeof num);
+        snprintf(s->text, sizeof s->text, "%s:%s", num, port);
+    }
+    return CONFIG_OK;
+}
+
+void upstream_server_defaults(struct upstream_server_conf *s)
+{
+    s->weight = 1;
+    s->max_fails = 1;          /* nginx's defaults */
+    s->fail_timeout = 10;
+}
+
+/* proxy_pass = http://WHERE[/URI]: WHERE is an address, unix:/path: or a group name. */
+int proxy_parse_pass(const char *value, char *group, size_t group_cap, struct upstream_server_conf *direct,
+                     char *uri, size_t uri_cap, char *err, size_t errlen)
+{
+    group[0] = uri[0] = 0;
+    if (!strncmp(value, "https://", 8))
+        return fail(err, errlen, "proxy_pass '%s': TLS upstreams are not supported yet; use http://%s", value, "");
+    if (strncmp(value, "http://", 7))
+        return fail(err, errlen, "proxy_pass '%s': expected http://ADDRESS[/PATH] or http://UPSTREAM[/PATH]%s", value, "");
+    const char *where = value + 7, *slash;
+    char addr[200];
+    if (!strncmp(where, "unix:", 5)) {
+        /* nginx: http://unix:/path/to.sock:/uri - the socket's path ends at the next colon */
+        const char *end = strchr(where + 5, ':');
+        size_t n = end ? (size_t)(end - where) : strlen(where);
+        slash = end ? end + 1 : where + n;
+        if (n >= sizeof addr)
+            return fail(err, errlen, "proxy_pass '%s': socket path too long%s", value, "");
+        memcpy(addr, where, n);
+        addr[n] = 0;
+    } else {
+        slash = strchr(where, '/');
+        size_t n = slash ? (size_t)(slash - where) : strlen(where);
+        if (!n || n >= sizeof addr)
+            return fail(err, errlen, "proxy_pass '%s': no address%s", value, "");
+        memcpy(addr, where, n);
+        addr[n] = 0;
+        if (!slash)
+            slash = where + n;
+    }
+    if (*slash && *slash != '/')
+        return fail(err, errlen, "proxy_pass '%s': the path must start with '/'%s", value, "");
+    if (strlen(slash) >= uri_cap)
+        return fail(err, errlen, "proxy_pass '%s': path too long%s", value, "");
+    snprintf(uri, uri_cap, "%s", slash);
+    /* A bare name without a port is a group (an upstream section, before or after);
+     * anything else is one server's address. */
+    bool name = strncmp(addr, "unix:", 5) && !strchr(addr, ':') && !strchr(addr, '[');
+    struct in_addr ignored;
+    if (name && strlen(addr) < group_cap && inet_pton(AF_INET, addr, &ignored) != 1 && strcmp(addr, "localhost")) {
+        snprintf(group, group_cap, "%s", addr);
+        return CONFIG_OK;
+    }
+    if (parse_address(addr, direct, err, errlen))
+        return CONFIG_ERROR;
+    upstream_server_defaults(direct);
+    return CONFIG_OK;
+}
+
+/* server = ADDRESS [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] */
+int upstream_parse_server(const char *value, struct upstream_server_conf *s, char *err, size_t errlen)
+{
+    char copy[512];
+    if (strlen(value) >= sizeof copy)
+        return fail(err, errlen, "server '%.100s...': too long%s", value, "");
+    snprintf(copy, sizeof copy, "%s", value);
+    char *save = NULL, *addr = strtok_r(copy, " \t", &save);
+    if (!addr)
+        return fail(err, errlen, "server: expected ADDRESS [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] "
+                    "[backup]%s%s", "", "");
+    if (parse_address(addr, s, err, errlen))
+        return CONFIG_ERROR;
+    upstream_server_defaults(s);
+    for (char *opt; (opt = strtok_r(NULL, " \t", &save));) {
+        char *eq = strchr(opt, '=');
+        if (!strcmp(opt, "backup")) {
+            s->backup = true;
+            continue;
+        }
+        if (!eq)
+            return fail(err, errlen, "server: unknown option '%s' (weight, max_fails, fail_timeout, max_conns, backup)%s", opt, "");
+        *eq = 0;
+        const char *v = eq + 1;
+        int bad = !strcmp(opt, "weight")         ? count(v, 1000, &s->weight) || !s->weight
+                  : !strcmp(opt, "max_fails")    ? count(v, 1000000, &s->max_fails)
+                  : !strcmp(opt, "max_conns")    ? count(v, 1000000, &s->max_conns)
+                  : !strcmp(opt, "fail_timeout") ? seconds(v, &s->fail_timeout)
+                                                 : 2;
+        if (bad == 2)
+            return fail(err, errlen, "server: unknown option '%s' (weight, max_fails, fail_timeout, max_conns, backup)%s", opt, "");
+        if (bad)
+            return fail(err, errlen, "server: bad value '%s' for %s", v, opt);
+    }
+    return CONFIG_OK;
+}

@@ -1,0 +1,256 @@
+/* An upstream's HTTP/1.1 response: llhttp in response mode, one parser per exchange,
+ * whose callbacks fill struct h1_response and stop it at each thing the proxy must pass
+ * on before reading further (the head, each piece of body, the end).
+ *
+ * One parser, one length: the body's end is what llhttp says it is - Content-Length,
+ * the chunked coding, or the close - and nothing else reads the framing.  What could make
+ * the proxy and a client disagree on where a response ends is refused (502) rather than
+ * repaired: Transfer-Encoding with Content-Length, two Content-Lengths, a transfer coding
+ * other than chunked, obs-fold, whitespace in or before a field name, control characters
+ * in a value, a head over head_max, a status that is not three digits.  A 1xx response
+ * (100 Continue, 103 Early Hints) is read and dropped; a 101 ends the message where its
+ * head ends if an upgrade was asked (what follows is the other protocol's: llhttp stops
+ * there), and is refused if not.
+ *
+ * Every callback runs inside h1resp_parse, on a parser that h1resp_init set up, so
+ * none runs without its struct: the callbacks' states are message begin, head, body,
+ * message complete, in that order, once per message. */
+#include <ctype.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http1_syntax.h"
+#include "scalloc.h"
+#include "upstream/upstream.h"
+
+static struct h1_response *P(llhttp_t *p) { return (struct h1_response *)((char *)p - offsetof(struct h1_response, parser)); }
+
+static int refuse(llhttp_t *p, const char *why)
+{
+    struct h1_response *r = P(p);
+    if (!r->error)
+        r->error = why;
+    return -1;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    struct h1_response *r = P(p);
+    r->fields.len = r->name.len = r->value.len = 0;
+    r->nfields = r->head_bytes = 0;
+    r->length = -1;
+    r->chunked = false;
+    return 0;
+}
+
+static int add_span(llhttp_t *p, struct buf *b, const char *at, size_t n)
+{
+    struct h1_response *r = P(p);
+    r->head_bytes += (uint32_t)n;
+    if (r->head_bytes > r->head_max)
+        return refuse(p, "upstream sent too big a header");
+    return buf_append(b, at, n) ? refuse(p, "no memory for the upstream's header") : 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n) { return add_span(p, &P(p)->name, at, n); }
+
+/* A value in two spans that do not join is obs-fold (llhttp drops the CRLF between). */
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    struct h1_response *r = P(p);
+    bool continues = at == r->vspan_end || (at == r->exec_start && r->vspan_at_end);
+    if ((r->value.len && !continues) || (!r->value.len && n && (at[0] == ' ' || at[0] == '\t')))
+        return refuse(p, "upstream sent a folded header line");
+    r->vspan_end = at + n;
+    r->vspan_at_end = at + n == r->exec_end;
+    return add_span(p, &r->value, at, n);
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    struct h1_response *r = P(p);
+    char *name = r->name.data;
+    const char *value = r->value.data ? r->value.data : "";
+    size_t nl = r->name.len, vl = r->value.len;
+    if (!http1_name_ok(name, nl))
+        return refuse(p, "upstream sent an invalid header name");
+    if (!http1_value_ok(value, &vl))
+        return refuse(p, "upstream sent a control character in a header");
+    if (nl == 14 && !memcmp(name, "content-length", 14)) {
+        if (r->length >= 0)
+            return refuse(p, "upstream sent two Content-Length headers");
+        r->length = 0;          /* its value is llhttp's to read: only "seen" here */
+    }
+    if (nl == 17 && !memcmp(name, "transfer-encoding", 17)) {
+        if (r->chunked || vl != 7 || strncasecmp(value, "chunked", 7))
+            return refuse(p, "upstream sent a transfer coding other than chunked");
+        r->chunked = true;
+    }
+    if (buf_reserve(&r->fields, nl + vl + 2))
+        return refuse(p, "no memory for the upstream's header");
+    char *dst = r->fields.data + r->fields.len;
+    memcpy(dst, name, nl);
+    dst[nl] = 0;
+    memcpy(dst + nl + 1, value, vl);
+    dst[nl + 1 + vl] = 0;
+    r->fields.len += nl + vl + 2;
+    r->nfields++;
+    r->name.len = r->value.len = 0;
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    struct h1_response *r = P(p);
+    if (r->error)
+        return -1;
+    if (r->chunked && r->length >= 0)
+        return refuse(p, "upstream sent Transfer-Encoding with Content-Length");
+    r->status = llhttp_get_status_code(p);
+    /* llhttp takes any number: a status that is not three digits (RFC 9110 15) would
+     * otherwise pass for a 1xx below, its body for nothing. */
+    if (r->status < 100 || r->status > 599)
+        return refuse(p, "upstream sent an invalid status code");
+    if (r->status == 101 && r->upgrade_asked) {
+        buf_free(&r->name);
+        buf_free(&r->value);
+        r->head_done = r->upgraded = true;
+        r->event = H1RESP_HEAD;
+        return 2;                  /* llhttp ends the message and stops after the head */
+    }
+    if (r->status < 200) {
+        if (r->status == 101)
+            return refuse(p, "upstream switched protocols unasked");
+        r->informational = true;   /* dropped: the real response follows */
+        return 1;                  /* a 1xx has no body (RFC 9110 15.2), whatever it says */
+    }
+    r->length = (p->flags & F_CONTENT_LENGTH) ? (int64_t)p->content_length : -1;
+    buf_free(&r->name);
+    buf_free(&r->value);
+    r->head_done = true;
+    r->event = H1RESP_HEAD;
+    if (r->head_request)
+        return 1;                  /* the head announces a body that does not come */
+    return HPE_PAUSED;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    struct h1_response *r = P(p);
+    r->body = at;
+    r->body_len = n;
+    r->event = H1RESP_BODY;
+    /* The last piece of a body with a length ends the message right here: no pause, so
+     * llhttp reaches the end now rather than after bytes that will never come. */
+    if (!(p->flags & F_CHUNKED) && (p->flags & F_CONTENT_LENGTH) && p->content_length == 0)
+        return 0;
+    return HPE_PAUSED;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    struct h1_response *r = P(p);
+    if (r->informational) {
+        r->informational = false;
+        return 0;
+    }
+    r->keep_alive = llhttp_should_keep_alive(p) && !r->upgraded;
+    r->complete = true;
+    if (r->upgraded)
+        return 0;                  /* llhttp pauses itself (HPE_PAUSED_UPGRADE) */
+    /* A head or a last piece found in the same pass is reported first, the end next time. */
+    if (r->event == H1RESP_MORE)
+        r->event = H1RESP_END;
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t *settings(void)
+{
+    static llhttp_settings_t s;
+    static bool done;
+    if (!done) {
+        llhttp_settings_init(&s);
+        s.on_message_begin = on_message_begin;
+        s.on_header_field = on_header_field;
+        s.on_header_value = on_header_value;
+        s.on_header_value_complete = on_header_value_complete;
+        s.on_headers_complete = on_headers_complete;
+        s.on_body = on_body;
+        s.on_message_complete = on_message_complete;
+        done = true;
+    }
+    return &s;
+}
+
+void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, uint32_t head_max)
+{
+    memset(p, 0, sizeof *p);
+    llhttp_init(&p->parser, HTTP_RESPONSE, settings());
+    p->head_request = head_request;
+    p->upgrade_asked = upgrade_asked;
+    p->head_max = head_max;
+    p->length = -1;
+}
+
+int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used)
+{
+    *used = 0;
+    if (p->error)
+        return H1RESP_ERROR;
+    if (p->complete)
+        return H1RESP_END;         /* what was found with the end went out last time */
+    if (!len)
+        return H1RESP_MORE;
+    p->event = H1RESP_MORE;
+    p->exec_start = data;
+    p->exec_end = data + len;
+    llhttp_errno_t err = llhttp_execute(&p->parser, data, len);
+    if (err == HPE_OK) {
+        *used = len;
+        return H1RESP_MORE;
+    }
+    if (err == HPE_PAUSED) {
+        *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
+        llhttp_resume(&p->parser);
+        return p->event;
+    }
+    if (err == HPE_PAUSED_UPGRADE && p->upgraded) {
+        /* The head and its end at once: the head now, the end next time; the bytes after
+         * it are the caller's, never parsed. */
+        *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
+        return p->event == H1RESP_MORE ? H1RESP_END : p->event;
+    }
+    if (!p->error) {
+        snprintf(p->error_text, sizeof p->error_text, "upstream sent an invalid response: %s",
+                 llhttp_get_error_reason(&p->parser) ? llhttp_get_error_reason(&p->parser) : llhttp_errno_name(err));
+        p->error = p->error_text;
+    }
+    return H1RESP_ERROR;
+}
+
+int h1resp_eof(struct h1_response *p)
+{
+    if (p->complete)
+        return H1RESP_END;
+    if (!p->head_done) {
+        if (!p->error)
+            p->error = "upstream prematurely closed the connection";
+        return H1RESP_ERROR;
+    }
+    /* A body that runs to the close ends here; one with a length or chunks is cut short. */
+    llhttp_errno_t e = llhttp_finish(&p->parser);
+    if ((e == HPE_OK || e == HPE_PAUSED) && p->complete)
+        return H1RESP_END;
+    if (!p->error)
+        p->error = "upstream prematurely closed the connection while sending the body";
+    return H1RESP_ERROR;
+}
+
+void h1resp_free(struct h1_response *p)
+{
+    buf_free(&p->fields);
+    buf_free(&p->name);
+    buf_free(&p->value);
+}

@@ -1,0 +1,380 @@
+/* One worker's view of the upstream servers (upstream.h): balancing, passive health,
+ * the keep-alive pool, connecting and sending.
+ *
+ * Balancing is nginx's: smooth weighted round robin (each pick adds every candidate's
+ * weight to its score, takes the highest and lowers it by the total, so weights 5,1,1
+ * give a a a b a c a rather than a a a a a b c), and least_conn picks among the servers
+ * with the fewest connections in use for their weight, by the same round robin.  A
+ * server that fails max_fails times within fail_timeout is left out for fail_timeout,
+ * then tried again; a group of one server is never left out (there is nothing else to
+ * try), as in nginx.  Backup servers take requests only when no primary can.
+ *
+ * The state is thread-local, one block per worker, registered once so /metrics can sum
+ * the counters of every worker. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "counters.h"
+#include "log.h"
+#include "scalloc.h"
+#include "upstream/upstream.h"
+
+const char *const upstream_failure_text[UF_COUNT] = {
+    [UF_NONE] = "-", [UF_CONNECT] = "connect() failed", [UF_CONNECT_TIMEOUT] = "upstream timed out connecting",
+    [UF_SEND] = "upstream closed while the request was sent", [UF_SEND_TIMEOUT] = "upstream timed out reading the request",
+    [UF_READ_TIMEOUT] = "upstream timed out sending the response", [UF_CLOSED] = "upstream prematurely closed the connection",
+    [UF_RESET] = "upstream reset the connection", [UF_INVALID] = "upstream sent an invalid response",
+    [UF_NOLIVE] = "no live upstreams", [UF_BUSY] = "every upstream server is at max_conns",
+};
+
+int upstream_failure_status(enum upstream_failure f)
+{
+    switch (f) {
+    case UF_CONNECT_TIMEOUT: case UF_SEND_TIMEOUT: case UF_READ_TIMEOUT: return 504;
+    case UF_BUSY: return 503;
+    default: return 502;
+    }
+}
+
+struct server_state {
+    struct upstream_conn *idle;
+    uint32_t nidle, active;
+    uint32_t fails;
+    int32_t score;                 /* smooth weighted round robin */
+    double fail_since, down_until;
+    struct upstream_stats n;
+};
+
+struct upstreams {
+    struct upstreams *next;        /* in the registry */
+    uint64_t fingerprint;          /* of the server list this state is for */
+    uint32_t epoch;
+    const struct config *cfg;      /* the worker's: whose server list s is for */
+    struct server_state s[MAX_UPSTREAM_TOTAL];
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct upstreams *registry;
+static __thread struct upstreams *mine;
+
+static void set(uint64_t *c, uint64_t v) { __atomic_store_n(c, v, __ATOMIC_RELAXED); }
+
+static uint64_t fingerprint(const struct config *c)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)c->nupstream_servers;
+    for (uint32_t i = 0; i < c->nupstream_servers; i++) {
+        const struct upstream_server_conf *sc = &c->upstream_servers[i];
+        for (const unsigned char *p = (const unsigned char *)sc->text; *p; p++)
+            h = (h ^ *p) * 1099511628211ull;
+        for (const unsigned char *p = (const unsigned char *)sc->group; *p; p++)
+            h = (h ^ *p) * 1099511628211ull;
+        h = (h ^ '/') * 1099511628211ull;
+    }
+    return h;
+}
+
+static void conn_close_now(struct upstream_conn *uc)
+{
+    transport_release(&uc->t, false);
+    close(uc->t.fd);
+    sc_free(uc);
+}
+
+/* The worker's state: NULL until a configuration of the worker has upstream servers. */
+static struct upstreams *state(void) { return mine; }
+
+void upstream_configure(const struct config *c)
+{
+    if (!mine) {
+        if (!c->nupstream_servers || !(mine = sc_calloc(1, sizeof *mine)))
+            return;
+        mine->cfg = c;
+        mine->fingerprint = fingerprint(c);
+        pthread_mutex_lock(&registry_lock);
+        mine->next = registry;
+        registry = mine;
+        pthread_mutex_unlock(&registry_lock);
+        return;
+    }
+    mine->cfg = c;
+    uint64_t f = fingerprint(c);
+    if (mine->fingerprint == f)
+        return;
+    for (int i = 0; i < MAX_UPSTREAM_TOTAL; i++) {
+        struct server_state *s = &mine->s[i];
+        while (s->idle) {
+            struct upstream_conn *uc = s->idle;
+            s->idle = uc->next;
+            conn_close_now(uc);
+        }
+        s->nidle = s->active = s->fails = 0;
+        s->score = 0;
+        s->fail_since = s->down_until = 0;
+        uint64_t *n = (uint64_t *)&s->n;
+        for (size_t k = 0; k < sizeof s->n / sizeof *n; k++)
+            set(&n[k], 0);
+    }
+    mine->epoch++;                 /* connections in use now are closed when they end */
+    __atomic_store_n(&mine->fingerprint, f, __ATOMIC_RELAXED);
+}
+
+/* ---- choosing a server ---- */
+
+static bool usable(const struct server_state *st, const struct upstream_server_conf *sc, double now, bool *busy)
+{
+    if (st->down_until > now)
+        return false;
+    if (sc->max_conns && st->active >= sc->max_conns) {
+        *busy = true;
+        return false;
+    }
+    return true;
+}
+
+static int pick_among(struct upstreams *u, const struct upstream_group *g, double now, uint32_t tried, bool backup,
+                      bool *busy)
+{
+    /* least_conn: only the servers with the fewest connections for their weight compete. */
+    double least = 1e300;
+    if (g->balance == BALANCE_LEAST_CONN)
+        for (int i = 0; i < g->nservers; i++) {
+            const struct upstream_server_conf *sc = &g->servers[i];
+            const struct server_state *st = &u->s[sc->index];
+            if (sc->backup == backup && !(tried & 1u << i) && usable(st, sc, now, busy) &&
+                (double)st->active / sc->weight < least)
+                least = (double)st->active / sc->weight;
+        }
+    int best = -1;
+    int32_t total = 0;
+    for (int i = 0; i < g->nservers; i++) {
+        const struct upstream_server_conf *sc = &g->servers[i];
+        struct server_state *st = &u->s[sc->index];
+        if (sc->backup != backup || (tried & 1u << i) || !usable(st, sc, now, busy))
+            continue;
+        if (g->balance == BALANCE_LEAST_CONN && (double)st->active / sc->weight > least)
+            continue;
+        st->score += (int32_t)sc->weight;
+        total += (int32_t)sc->weight;
+        if (best < 0 || st->score > u->s[g->servers[best].index].score)
+            best = i;
+    }
+    if (best >= 0)
+        u->s[g->servers[best].index].score -= total;
+    return best;
+}
+
+int upstream_pick(const struct upstream_group *g, double now, uint32_t tried, enum upstream_failure *why)
+{
+    struct upstreams *u = state();
+    if (!u) {
+        *why = UF_BUSY;
+        return -1;
+    }
+    bool busy = false;
+    int s = pick_among(u, g, now, tried, false, &busy);
+    if (s < 0)
+        s = pick_among(u, g, now, tried, true, &busy);
+    if (s < 0)
+        *why = busy ? UF_BUSY : UF_NOLIVE;
+    return s;
+}
+
+/* ---- health ---- */
+
+static bool counts_against(enum upstream_failure f) { return f != UF_NONE && f != UF_NOLIVE && f != UF_BUSY; }
+
+void upstream_failed(const struct upstream_group *g, const struct upstream_server_conf *sc, enum upstream_failure f,
+                     double now)
+{
+    struct upstreams *u = state();
+    if (!u || !sc)
+        return;
+    struct server_state *st = &u->s[sc->index];
+    counter_add(&st->n.failures[f], 1);
+    if (!counts_against(f) || !sc->max_fails || g->nservers == 1)
+        return;
+    if (now - st->fail_since > sc->fail_timeout) {
+        st->fail_since = now;
+        st->fails = 0;
+    }
+    if (++st->fails >= sc->max_fails && st->down_until <= now) {
+        st->down_until = now + sc->fail_timeout;
+        set(&st->n.down, 1);
+        log_msg(LOG_WARN, "upstream %s: %u failure%s (%s): left out for %.0fs", sc->text, st->fails,
+                st->fails == 1 ? "" : "s", upstream_failure_text[f], sc->fail_timeout);
+    }
+}
+
+void upstream_responded(const struct upstream_server_conf *sc, int status)
+{
+    struct upstreams *u = state();
+    if (!u || !sc)
+        return;
+    struct server_state *st = &u->s[sc->index];
+    counter_add(&st->n.requests, 1);
+    if (status >= 100 && status < 600)
+        counter_add(&st->n.responses[status / 100 - 1], 1);
+    st->fails = 0;
+    if (st->n.down) {
+        st->down_until = 0;
+        set(&st->n.down, 0);
+    }
+}
+
+/* ---- the pool ---- */
+
+/* Still open, and with nothing to say: a server that closed (0) or sent bytes nobody
+ * asked for is not reused. */
+static bool quiet(int fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, double now)
+{
+    struct upstreams *u = state();
+    if (!u)
+        return NULL;
+    struct server_state *st = &u->s[sc->index];
+    while (st->idle) {
+        struct upstream_conn *uc = st->idle;
+        st->idle = uc->next;
+        st->nidle--;
+        set(&st->n.idle, st->nidle);
+        if (now - uc->idle_since <= sc->keepalive_timeout && quiet(uc->t.fd)) {
+            uc->next = NULL;
+            st->active++;
+            set(&st->n.active, st->active);
+            return uc;
+        }
+        conn_close_now(uc);
+    }
+    return NULL;
+}
+
+struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc, double timeout,
+                                       enum upstream_failure *why)
+{
+    struct upstreams *u = state();
+    *why = UF_CONNECT;
+    if (!u)
+        return NULL;
+    int fd = socket(sc->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        log_msg(LOG_ERROR, "upstream %s: socket: %s", sc->text, strerror(errno));
+        return NULL;
+    }
+    if (sc->addr.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    int rc = connect(fd, (const struct sockaddr *)&sc->addr, sc->addrlen);
+    if (rc < 0 && (errno == EINPROGRESS || errno == EAGAIN)) {
+        int w = req_wait_fd(r, fd, REQ_WRITABLE, timeout);
+        if (w <= 0) {
+            *why = w < 0 ? UF_NONE : UF_CONNECT_TIMEOUT;
+            close(fd);
+            return NULL;
+        }
+        int e = 0;
+        socklen_t el = sizeof e;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+        errno = e;
+        rc = e ? -1 : 0;
+    }
+    if (rc < 0) {
+        log_msg(LOG_ERROR, "upstream %s: connect: %s", sc->text, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    struct upstream_conn *uc = sc_calloc(1, sizeof *uc);
+    if (!uc) {
+        close(fd);
+        return NULL;
+    }
+    uc->t.fd = fd;
+    uc->server = (uint8_t)sc->index;
+    uc->epoch = u->epoch;
+    struct server_state *st = &u->s[sc->index];
+    st->active++;
+    set(&st->n.active, st->active);
+    *why = UF_NONE;
+    return uc;
+}
+
+void upstream_done(struct upstream_conn *uc, bool reusable, double now)
+{
+    struct upstreams *u = state();
+    if (!u || uc->epoch != u->epoch) {
+        conn_close_now(uc);
+        return;
+    }
+    struct server_state *st = &u->s[uc->server];
+    st->active--;
+    set(&st->n.active, st->active);
+    uc->exchanges++;
+    /* The same epoch: the worker's server list is the one uc was made for. */
+    const struct upstream_server_conf *sc = &u->cfg->upstream_servers[uc->server];
+    if (!reusable || transport_pending(&uc->t) || st->nidle >= sc->keepalive) {
+        conn_close_now(uc);
+        return;
+    }
+    buf_free(&uc->t.out);
+    uc->t.out_off = 0;
+    uc->idle_since = now;
+    uc->next = st->idle;           /* the most recently used is taken first: it is warm */
+    st->idle = uc;
+    st->nidle++;
+    set(&st->n.idle, st->nidle);
+}
+
+void upstream_tick(double now)
+{
+    if (!mine)
+        return;
+    for (uint32_t i = 0; i < mine->cfg->nupstream_servers; i++) {
+        struct server_state *st = &mine->s[i];
+        for (struct upstream_conn **pp = &st->idle; *pp;) {
+            struct upstream_conn *uc = *pp;
+            if (now - uc->idle_since > mine->cfg->upstream_servers[i].keepalive_timeout) {
+                *pp = uc->next;
+                st->nidle--;
+                conn_close_now(uc);
+            } else {
+                pp = &uc->next;
+            }
+        }
+        set(&st->n.idle, st->nidle);
+        if (st->n.down && st->down_until <= now)
+            set(&st->n.down, 0);
+    }
+}
+
+int upstream_stats_sum(const struct config *c, struct upstream_stats *out, int cap)
+{
+    int n = (int)c->nupstream_servers < cap ? (int)c->nupstream_servers : cap;
+    memset(out, 0, sizeof *out * (size_t)n);
+    uint64_t want = fingerprint(c);
+    pthread_mutex_lock(&registry_lock);
+    for (struct upstreams *u = registry; u; u = u->next) {
+        if (__atomic_load_n(&u->fingerprint, __ATOMIC_RELAXED) != want)
+            continue;               /* a worker still on another server list */
+        for (int i = 0; i < n; i++) {
+            const uint64_t *src = (const uint64_t *)&u->s[i].n;
+            uint64_t *dst = (uint64_t *)&out[i];
+            for (size_t k = 0; k < sizeof out[i] / sizeof *dst; k++)
+                dst[k] += __atomic_load_n(&src[k], __ATOMIC_RELAXED);
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return n;
+}

@@ -1,0 +1,110 @@
+/* Upstreams: the servers the reverse proxy passes requests to (app/proxy_pass.c), seen
+ * from one worker - which server a request goes to, its health, and the connections kept
+ * open to it.
+ *
+ * Everything here is per worker thread and touched by that thread only, like a
+ * connection: the balancing state, the passive health of each server, and the
+ * keep-alive pool.  An idle pooled connection is its socket and this struct, nothing
+ * more - no coroutine, no buffer, no parser, no watcher (as a parked client connection):
+ * whether the server closed it meanwhile is asked when it is taken (upstream_take), and
+ * the worker's tick closes those idle past upstream_keepalive_timeout.  A connection goes
+ * back to the pool only after a complete exchange (upstream_put's caller says so);
+ * after an error or an unfinished body it is closed.
+ *
+ * The servers are config->upstream_servers, every group's in one array, and the state is
+ * one per server: the worker's configuration says which (upstream_configure), and a
+ * reload that changes the list starts the state anew (connections in use then finish
+ * and are closed, not pooled).  A request passes its own configuration's server. */
+#ifndef H2PARK_UPSTREAM_H
+#define H2PARK_UPSTREAM_H
+
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "config.h"
+#include "core/transport.h"
+#include "request.h"
+
+struct upstream_conn {
+    struct transport t;
+    struct upstream_conn *next;    /* in its server's idle list */
+    double idle_since;
+    uint32_t epoch;                /* the worker's server list it belongs to */
+    uint32_t exchanges;            /* requests it has carried */
+    uint8_t server;                /* index in config->upstream_servers */
+};
+
+/* Why an attempt failed: each has nginx's status (502, 504) and counts against the
+ * server's health, but for the client's own end. */
+enum upstream_failure {
+    UF_NONE, UF_CONNECT, UF_CONNECT_TIMEOUT, UF_SEND, UF_SEND_TIMEOUT, UF_READ_TIMEOUT, UF_CLOSED, UF_RESET,
+    UF_INVALID, UF_NOLIVE, UF_BUSY, UF_COUNT
+};
+extern const char *const upstream_failure_text[UF_COUNT];
+int upstream_failure_status(enum upstream_failure f);
+
+/* The server of group g for a new attempt (its place in g), skipping those in tried (a bit
+ * per place) and those down or at max_conns; backups only once no primary can take it.
+ * -1 with *why UF_NOLIVE or UF_BUSY. */
+int upstream_pick(const struct upstream_group *g, double now, uint32_t tried, enum upstream_failure *why);
+/* A pooled connection to server sc that is still open and quiet, or NULL. */
+struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, double now);
+/* A new connection to server sc, connected within timeout seconds; the waits are r's.
+ * NULL with *why on failure (r gone: UF_NONE). */
+struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc, double timeout,
+                                       enum upstream_failure *why);
+/* An exchange ended on uc: reusable says it was complete on both sides and the server
+ * keeps the connection open; then it is pooled (within upstream_keepalive), else closed. */
+void upstream_done(struct upstream_conn *uc, bool reusable, double now);
+/* Health and counters: an attempt on sc (one of g's) failed with f, or got a response. */
+void upstream_failed(const struct upstream_group *g, const struct upstream_server_conf *sc, enum upstream_failure f,
+                     double now);
+void upstream_responded(const struct upstream_server_conf *sc, int status);
+/* On each worker as it takes a configuration: a new server list starts anew. */
+void upstream_configure(const struct config *c);
+/* Once a second per worker: idle connections past their time are closed. */
+void upstream_tick(double now);
+
+/* Per server, per worker, summed over the workers for /metrics: each written by its own
+ * worker with relaxed atomic stores, read by anyone. */
+struct upstream_stats {
+    uint64_t requests, responses[5], failures[UF_COUNT];
+    uint64_t active, idle, down;   /* gauges: connections in use, pooled; workers that mark it down */
+};
+/* Each of c's servers' figures, summed over the workers on c's server list, into out. */
+int upstream_stats_sum(const struct config *c, struct upstream_stats *out, int cap);
+
+/* h1client.c: an upstream's HTTP/1.1 response, parsed by llhttp in response mode.  The
+ * parser stops after the head, after each piece of body (which stays in the caller's
+ * buffer: body/body_len point into it) and at the message's end, so the caller passes
+ * each on before parsing further. */
+enum { H1RESP_MORE, H1RESP_HEAD, H1RESP_BODY, H1RESP_END, H1RESP_ERROR };
+struct h1_response {
+    llhttp_t parser;
+    struct buf fields;             /* the head's fields: lower-case name\0value\0 pairs */
+    struct buf name, value;        /* the field being read */
+    uint32_t nfields, head_bytes, head_max;
+    int status;
+    int64_t length;                /* Content-Length, or -1 */
+    const char *body;              /* the piece found last */
+    size_t body_len;
+    const char *vspan_end, *exec_start, *exec_end;
+    const char *error;             /* why the response is refused */
+    char error_text[128];          /* ... when llhttp said it */
+    bool head_request, head_done, complete, chunked, keep_alive, vspan_at_end, informational;
+    bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
+    uint8_t event;                 /* what the last callback found */
+};
+/* upgrade_asked: the request carried Upgrade, so a 101 is its answer (then the bytes after
+ * the head are the new protocol's, left to the caller). */
+void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, uint32_t head_max);
+/* Parses up to len bytes: what it found (H1RESP_*), *used how many it took. */
+int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used);
+/* The server closed: H1RESP_END if that ends the message (a body read to the close),
+ * H1RESP_ERROR if the message was cut short. */
+int h1resp_eof(struct h1_response *p);
+void h1resp_free(struct h1_response *p);
+
+#endif

@@ -1,0 +1,82 @@
+#!/bin/bash
+# WebSocket through the reverse proxy: HTTP/1.1 Upgrade tunnelled to a python3-websockets
+# upstream (tests/upstream_websocket.py), with the python3-websockets client and raw
+# sockets (tests/ws_client.py).  Echo both ways (1 MiB messages), subprotocols, close
+# codes, pushes, a refused handshake, a declined upgrade staying HTTP, a frame sent with
+# the handshake, idle tunnels parked holding no buffer, proxy_read_timeout closing a
+# silent tunnel, and no upstream connection left behind.
+. "$(dirname "$0")/lib.sh"
+make_site
+PY=/usr/bin/python3
+HERE=$(cd "$(dirname "$0")" && pwd)
+$PY -c 'import websockets' 2>/dev/null || { echo "ok proxy_websocket # SKIP python3-websockets not installed"; exit 0; }
+
+WS=$(free_port); FAULT=$(free_port)
+$PY "$HERE/upstream_websocket.py" "$WS" & PIDS="$PIDS $!"
+$PY "$HERE/upstream_faults.py" "$FAULT" & PIDS="$PIDS $!"
+for i in $(seq 1 50); do
+  curl -s -o /dev/null "http://127.0.0.1:$WS/plain" && curl -s -o /dev/null "http://127.0.0.1:$FAULT/ok" && break
+  sleep 0.1
+done
+
+P=$(free_port); T=$(free_port)
+cat > "$TMP/ws.conf" <<EOF
+listen = 127.0.0.1:$P
+listen = 127.0.0.1:$T tls
+cert = $TMP/cert.pem
+key = $TMP/key.pem
+root = $TMP/www
+workers = 1
+access_log = $TMP/ws.access
+access_log_format = json
+location / {
+    proxy_pass = http://127.0.0.1:$WS
+    proxy_read_timeout = 120s
+}
+EOF
+start_config "$TMP/ws.conf" "$P"
+
+$PY "$HERE/ws_client.py" "$P" basic
+$PY "$HERE/ws_client.py" "$P" early-frame
+$PY "$HERE/ws_client.py" "$T" tls
+$PY "$HERE/ws_client.py" "$P" idle 200 "$P"
+# A silent tunnel, with a read timeout short enough to wait for.
+stop_daemon
+sed -i "s|^\( *\)proxy_read_timeout = .*|\1proxy_read_timeout = 3s|" "$TMP/ws.conf"
+start_config "$TMP/ws.conf" "$P"
+$PY "$HERE/ws_client.py" "$P" timeout 3
+
+grep -q '"status": *101' "$TMP/ws.access" && grep '"status": *101' "$TMP/ws.access" | grep -q '"upstream_status": *101'
+check ws_access_log_101 $? "$(grep -m1 '101' "$TMP/ws.access")"
+
+# Every tunnel closed: no upstream connection in use, none pooled (a tunnel's is never).
+for i in $(seq 1 50); do
+  m=$(curl -s "http://127.0.0.1:$P/metrics")
+  active=$(printf '%s\n' "$m" | sed -n 's/^h2park_upstream_connections{.*state="active"} \([0-9]*\)/\1/p')
+  idle=$(printf '%s\n' "$m" | sed -n 's/^h2park_upstream_connections{.*state="idle"} \([0-9]*\)/\1/p')
+  [ "$active" = 0 ] && [ "$idle" = 0 ] && break
+  sleep 0.2
+done
+[ "$active" = 0 ] && [ "$idle" = 0 ]
+check ws_no_upstream_connection_left $? "active=$active idle=$idle"
+
+# Upgrades that must not become tunnels, against a server that misbehaves.
+stop_daemon
+sed -i "s|^\( *\)proxy_pass = .*|\1proxy_pass = http://127.0.0.1:$FAULT|" "$TMP/ws.conf"
+start_config "$TMP/ws.conf" "$P"
+WSH=(-H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==')
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' -m 10 "http://127.0.0.1:$P/switch-unasked")
+[ "$code" = 502 ] && ! grep -q SMUGGLED "$TMP/out"; check ws_101_unasked_refused $? "status $code: $(head -c 100 "$TMP/out")"
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' -m 10 "${WSH[@]}" "http://127.0.0.1:$P/switch-nameless")
+[ "$code" = 502 ]; check ws_101_without_upgrade_field_refused $? "status $code"
+grep -q 'switched protocols without naming one' "$TMP/daemon.log"; check ws_101_without_upgrade_cause_logged $? "$(tail -2 "$TMP/daemon.log")"
+f=$(curl -s -m 10 -H 'Connection: Upgrade' -H 'Upgrade: foo/1' "http://127.0.0.1:$P/head-fields")
+case "$f" in *upgrade=*|*connection=upgrade*) r=1 ;; *"host="*) r=0 ;; *) r=1 ;; esac
+check ws_other_upgrade_not_passed_on $r "$f"
+f=$(curl -s -m 10 "${WSH[@]}" -d 'body' "http://127.0.0.1:$P/head-fields")
+case "$f" in *upgrade=*) r=1 ;; *"content-length=4|"*) r=0 ;; *) r=1 ;; esac
+check ws_upgrade_with_body_not_passed_on $r "$f"
+f=$(curl -s -m 10 --http2-prior-knowledge "${WSH[@]}" "http://127.0.0.1:$P/head-fields")
+case "$f" in *upgrade=*|*sec-websocket-key*connection=*) r=1 ;; *"host="*) r=0 ;; *) r=1 ;; esac
+check ws_h2_client_upgrade_not_passed_on $r "$f"
+kill -0 "$DPID"; check ws_daemon_alive $? "daemon gone"

@@ -1,0 +1,231 @@
+#!/bin/bash
+# The reverse proxy (proxy_pass) against real upstreams: nginx (files, the request fields
+# it sees, keep-alive reuse), aiohttp (uploads streamed back, server-sent events, long
+# polls) and a misbehaving server (tests/upstream_faults.py) for the faults no real server
+# can be made to show: refusing, slow, resetting, half-closed, smuggling-shaped responses.
+# Clients: curl over HTTP/1.1, h2c and TLS, h2load.  Each fault gets nginx's status and
+# leaves no connection or memory behind (a churn run, heap back to its baseline).
+. "$(dirname "$0")/lib.sh"
+make_site
+PY=/usr/bin/python3
+for need in nginx curl h2load; do
+  command -v $need >/dev/null || { echo "ok reverse_proxy # SKIP $need not installed"; exit 0; }
+done
+$PY -c 'import aiohttp' 2>/dev/null || { echo "ok reverse_proxy # SKIP python3-aiohttp not installed"; exit 0; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+chmod a+x "$TMP"; chmod -R a+rX "$TMP/www"
+head -c $((3 << 20)) /dev/urandom > "$TMP/www/three.bin"; chmod a+r "$TMP/www/three.bin"
+head -c $((10 << 20)) /dev/urandom > "$TMP/post.bin"
+
+NG=$(free_port); AIO=$(free_port); FAULT=$(free_port); DEAD=$(free_port)
+mkdir -p "$TMP/nginx"; chmod a+rwx "$TMP/nginx"
+cat > "$TMP/nginx/nginx.conf" <<EOF
+worker_processes 1; daemon off; pid $TMP/nginx/nginx.pid; error_log $TMP/nginx/error.log;
+events { worker_connections 1000; }
+http {
+  access_log $TMP/nginx/access.log; keepalive_requests 100000;
+  log_format conn '\$connection';
+  client_body_temp_path $TMP/nginx; proxy_temp_path $TMP/nginx; fastcgi_temp_path $TMP/nginx;
+  uwsgi_temp_path $TMP/nginx; scgi_temp_path $TMP/nginx;
+  server { listen 127.0.0.1:$NG; root $TMP/www; access_log $TMP/nginx/conn.log conn;
+    location = /fields { return 200 "host=\$http_host|xff=\$http_x_forwarded_for|xfp=\$http_x_forwarded_proto|xfh=\$http_x_forwarded_host|fwd=\$http_forwarded|via=\$http_via|cookie=\$http_cookie|conn=\$http_connection|ka=\$http_keep_alive|te=\$http_te|foo=\$http_foo|expect=\$http_expect|uri=\$request_uri|\n"; }
+    location = /hop { add_header Connection "close, x-secret" always; add_header X-Secret hidden; add_header Keep-Alive "timeout=5"; return 200 "hop\n"; }
+  } }
+EOF
+nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" 2>/dev/null & NGPID=$!; PIDS="$PIDS $NGPID"
+# nginx's master stops its worker on TERM; lib.sh's kill -9 would leave the worker holding
+# the test's output open.
+trap 'kill -TERM $NGPID 2>/dev/null; wait $NGPID 2>/dev/null; cleanup' EXIT
+$PY "$HERE/upstream_aiohttp.py" "$AIO" & PIDS="$PIDS $!"
+$PY "$HERE/upstream_faults.py" "$FAULT" & PIDS="$PIDS $!"
+for i in $(seq 1 50); do
+  curl -s -o /dev/null "http://127.0.0.1:$NG/index.html" && curl -s -o /dev/null "http://127.0.0.1:$AIO/headers" &&
+    curl -s -o /dev/null "http://127.0.0.1:$FAULT/ok" && break
+  sleep 0.1
+done
+
+# One daemon per upstream: proxy_pass in "location /", the other lines after it at the top
+# level (the proxy_* limits are inherited by the location, upstream sections stay there).
+proxy_to() { # NAME ADDR [more config lines]
+  local name=$1 addr=$2; shift 2
+  P=$(free_port); T=$(free_port)
+  { echo "listen = 127.0.0.1:$P"; echo "listen = 127.0.0.1:$T tls"; echo "cert = $TMP/cert.pem"; echo "key = $TMP/key.pem"
+    echo "root = $TMP/www"; echo "workers = 1"; echo "access_log = $TMP/$name.access"; echo "access_log_format = json"
+    echo "location / {"; echo "    proxy_pass = http://$addr"; echo "}"; for l in "$@"; do echo "$l"; done; } > "$TMP/$name.conf"
+  PORT=$P; start_config "$TMP/$name.conf" "$P"
+}
+
+# ---- nginx: files, fields, keep-alive ----
+proxy_to ng "127.0.0.1:$NG"
+want=$(sha256sum < "$TMP/www/three.bin" | cut -d' ' -f1)
+for proto in h1 h2c tls; do
+  case $proto in h1) opt="--http1.1"; url="http://127.0.0.1:$P" ;; h2c) opt="--http2-prior-knowledge"; url="http://127.0.0.1:$P" ;;
+                 tls) opt="--http2 -k"; url="https://127.0.0.1:$T" ;; esac
+  got=$(curl -s $opt "$url/three.bin" | sha256sum | cut -d' ' -f1)
+  [ "$got" = "$want" ]; check "nginx_file_3MiB_$proto" $? "sha256 $got"
+  got=$(curl -s $opt "$url/three.bin" | (sleep 1; sha256sum) | cut -d' ' -f1)
+  [ "$got" = "$want" ]; check "nginx_file_3MiB_slow_client_$proto" $? "sha256 $got"
+done
+f=$(curl -s -H 'X-Forwarded-For: 10.9.8.7' -H 'Forwarded: for=10.9.8.7' -H 'Via: 1.0 corp' -H 'Connection: foo' \
+      -H 'Foo: dropped' -H 'Keep-Alive: timeout=1' -H 'TE: trailers' "http://127.0.0.1:$P/fields?q=1")
+case "$f" in *"host=127.0.0.1:$P|"*"xff=10.9.8.7, 127.0.0.1|xfp=http|xfh=127.0.0.1:$P|fwd=for=10.9.8.7, for=127.0.0.1;proto=http;host=\"127.0.0.1:$P\"|via=1.0 corp, 1.1 h2park|"*"conn=|ka=|te=|foo=|"*"uri=/fields?q=1|"*) r=0 ;; *) r=1 ;; esac
+check fields_forwarded_and_hop_by_hop_removed $r "$f"
+f=$(curl -sk --http2 -H 'cookie: a=1' -H 'cookie: b=2' "https://127.0.0.1:$T/fields")
+case "$f" in *"xfp=https|"*"via=2.0 h2park|cookie=a=1; b=2|"*) r=0 ;; *) r=1 ;; esac
+check h2_cookies_joined_proto_https $r "$f"
+h=$(curl -si "http://127.0.0.1:$P/hop")
+! printf '%s' "$h" | grep -qiE '^(x-secret|keep-alive):' && printf '%s' "$h" | grep -qi '^via: 1.1 h2park'
+check response_hop_by_hop_removed $? "$(printf '%s' "$h" | head -12 | tr '\r\n' '  ')"
+before=$(sort -u "$TMP/nginx/conn.log" | wc -l)
+h2load -n 2000 -c 10 -m 1 --h1 "http://127.0.0.1:$P/index.html" > "$TMP/h2load.out" 2>&1
+ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
+after=$(sort -u "$TMP/nginx/conn.log" | wc -l)
+[ "$ok2" = 2000 ] && [ $((after - before)) -le 12 ]; check upstream_keepalive_reused $? "$ok2 2xx, $((after - before)) upstream connections for 2000 requests"
+h2load -n 5000 -c 20 -m 10 "http://127.0.0.1:$P/index.html" > "$TMP/h2load.out" 2>&1
+ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
+[ "$ok2" = 5000 ]; check h2c_multiplexed_5000 $? "$(grep -E '^(requests|status)' "$TMP/h2load.out" | tr '\n' ' ')"
+grep -q '"upstream_addr":"127.0.0.1:'$NG'","upstream_status":200,"upstream_connect_time":[0-9.]*,"upstream_header_time":[0-9.]*,"upstream_response_time":[0-9.]*' "$TMP/ng.access"
+check access_log_upstream_fields $? "$(tail -1 "$TMP/ng.access")"
+m=$(curl -s "http://127.0.0.1:$P/metrics")
+printf '%s' "$m" | grep -q "h2park_upstream_responses_total{upstream=\"\",server=\"127.0.0.1:$NG\",code=\"2xx\"} [1-9]" &&
+  printf '%s' "$m" | grep -q "h2park_upstream_up{upstream=\"\",server=\"127.0.0.1:$NG\"} 1"
+check metrics_upstream $? "$(printf '%s' "$m" | grep upstream | head -5)"
+if command -v promtool >/dev/null; then
+  printf '%s\n' "$m" | promtool check metrics >/dev/null 2>"$TMP/promtool.out"; check metrics_upstream_promtool $? "$(head -3 "$TMP/promtool.out")"
+fi
+stop_daemon
+
+# ---- aiohttp: streaming both ways ----
+proxy_to aio "127.0.0.1:$AIO" "proxy_read_timeout = 55s"
+want=$(sha256sum < "$TMP/post.bin" | cut -d' ' -f1)
+got=$(curl -s --http1.1 --data-binary @"$TMP/post.bin" "http://127.0.0.1:$P/echo" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ]; check upload_10MiB_h1_content_length $? "sha256 $got"
+got=$(curl -s --http1.1 -H 'Transfer-Encoding: chunked' --data-binary @"$TMP/post.bin" "http://127.0.0.1:$P/echo" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ]; check upload_10MiB_h1_chunked $? "sha256 $got"
+got=$(curl -s --http1.1 -H 'Expect: 100-continue' --data-binary @"$TMP/post.bin" "http://127.0.0.1:$P/echo" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ]; check upload_expect_100_continue $? "sha256 $got"
+got=$(cat "$TMP/post.bin" | curl -s --http2-prior-knowledge -T - -X POST "http://127.0.0.1:$P/echo" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ]; check upload_10MiB_h2c_no_length_sent_chunked $? "sha256 $got"
+got=$(curl -sk --http2 --data-binary @"$TMP/post.bin" "https://127.0.0.1:$T/echo" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$want" ]; check upload_10MiB_tls $? "sha256 $got"
+# Server-sent events flush at once: the first event arrives before the upstream's second.
+for proto in --http1.1 --http2-prior-knowledge; do
+  t0=$(date +%s.%N)
+  timeout 5 curl -sN $proto "http://127.0.0.1:$P/sse" | { read -r line; date +%s.%N > "$TMP/sse.t1"; echo "$line" > "$TMP/sse.line"; cat >/dev/null; }
+  t1=$(cat "$TMP/sse.t1"); line=$(cat "$TMP/sse.line")
+  awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 0.8) }' && [ "$line" = "data: 1" ]
+  check "sse_first_event_at_once${proto#--http}" $? "'$line' after $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')s"
+done
+# Long polls: 200 of them waiting on the upstream, every client connection parked meanwhile
+# (counted once all 200 are in, however long a loaded machine takes to start the clients;
+# then the upstream answers them all).
+lpids=""
+for i in $(seq 1 200); do curl -s -m 60 "http://127.0.0.1:$P/longpoll?s=50" -o /dev/null -w '%{http_code}\n' >> "$TMP/lp.out" & lpids="$lpids $!"; done
+for i in $(seq 1 400); do
+  j=$(stats_json); conns=$(stat_from "$j" conns); parked=$(stat_from "$j" parked_conns)
+  [ "${conns:-0}" -ge 200 ] && break
+  sleep 0.1
+done
+curl -s -o /dev/null "http://127.0.0.1:$AIO/release"
+wait $lpids
+n200=$(grep -c '^200$' "$TMP/lp.out")
+[ "$n200" = 200 ] && [ "${conns:-0}" -ge 200 ] && [ "${parked:-0}" -ge 199 ]
+check longpoll_200_clients_parked $? "$n200 answered; while waiting: $conns connections, $parked parked"
+stop_daemon
+
+# ---- faults ----
+proxy_to faults "127.0.0.1:$FAULT" "proxy_read_timeout = 1s" "proxy_connect_timeout = 1s"
+st() { curl -s -m 10 -o "$TMP/body.out" -w '%{http_code}' "http://127.0.0.1:$P$1"; }
+[ "$(st /ok)" = 200 ]; check fault_server_ok $? ""
+[ "$(st /slow-head?s=2)" = 504 ]; check slow_head_504 $? ""
+[ "$(st /half)" = 502 ]; check half_closed_502 $? ""
+[ "$(st /close-early)" = 502 ]; check closed_before_response_502 $? ""
+for bad in cl-te two-cl te-gzip fold status-20; do
+  [ "$(st /$bad)" = 502 ]; check "smuggling_shaped_${bad}_502" $? "$(cat "$TMP/body.out")"
+done
+grep 'GET /cl-te' "$TMP/daemon.log" | grep -q 'Transfer-Encoding'; check smuggling_cause_logged $? "$(tail -2 "$TMP/daemon.log")"
+grep 'GET /status-20' "$TMP/daemon.log" | grep -q 'invalid status code'; check bad_status_cause_logged $? "$(grep status-20 "$TMP/daemon.log" | tail -1)"
+# A response followed by one nobody asked for: the first is passed on, the connection is
+# never reused, and no later client sees the second.
+body=$(curl -s "http://127.0.0.1:$P/double"); later=$(for i in 1 2 3; do curl -s "http://127.0.0.1:$P/ok"; done | tr -d '\n')
+[ "$body" = first ] && [ "$later" = okokok ]; check double_response_not_reused $? "first '$body', then '$later'"
+# Reset mid-body: HTTP/1.1 closes the connection short of Content-Length, HTTP/2 resets the stream.
+curl -s -o /dev/null "http://127.0.0.1:$P/reset"; rc=$?
+[ $rc = 18 ] || [ $rc = 56 ]; check reset_mid_body_h1_cut_short $? "curl exit $rc"
+curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$P/reset"; rc=$?
+[ $rc = 92 ] || [ $rc = 56 ] || [ $rc = 18 ]; check reset_mid_body_h2_stream_reset $? "curl exit $rc"
+got=$(curl -s -m 10 "http://127.0.0.1:$P/slow-body"); [ "$got" = 1234567890 ]; check slow_body_within_read_timeout_passes $? "'$got'"
+grep -q '"upstream_error":"upstream timed out' "$TMP/faults.access" && grep -q '"status":504' "$TMP/faults.access"
+check access_log_upstream_error $? "$(grep 504 "$TMP/faults.access" | tail -1)"
+# Churn: faults and successes, many times; then no connection is left and the heap is back.
+base=$(stat_of heap_alloc_bytes)
+for round in 1 2 3; do
+  cpids=""
+  for p in ok cl-te close-early half reset double ok ok; do curl -s -o /dev/null -m 5 "http://127.0.0.1:$P/$p" & cpids="$cpids $!"; done
+  wait $cpids
+  h2load -n 400 -c 20 --h1 "http://127.0.0.1:$P/ok" >/dev/null 2>&1
+done
+wait_stat handler_coroutines 0 10
+sleep 1.5
+conns=$(stat_of conns); heap=$(stat_of heap_alloc_bytes)
+[ "$conns" -le 1 ] && [ $(( heap - base )) -lt 262144 ]; check churn_back_to_baseline $? "conns $conns, heap $base -> $heap"
+kill -0 "$DPID"; check faults_daemon_alive $? ""
+stop_daemon
+
+# ---- several servers: retries, passive health, backup, balance ----
+proxy_to group backend "upstream backend {" "server = 127.0.0.1:$DEAD" "server = 127.0.0.1:$NG weight=2" \
+  "server = 127.0.0.1:$AIO backup" "}" "proxy_connect_timeout = 1s"
+codes=$(for i in $(seq 1 6); do curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$P/index.html"; done)
+[ "$codes" = "200 200 200 200 200 200 " ]; check retry_refused_server_then_healthy $? "$codes"
+grep -q "upstream 127.0.0.1:$DEAD: 1 failure (connect() failed): left out" "$TMP/daemon.log"; check passive_health_left_out $? "$(grep upstream "$TMP/daemon.log" | tail -2)"
+code=$(curl -s -o /dev/null -w '%{http_code}' --data-binary x "http://127.0.0.1:$P/index.html")
+[ "$code" = 405 ] || [ "$code" = 200 ]; check post_retried_when_nothing_sent $? "$code"
+stop_daemon
+proxy_to backup backend "upstream backend {" "server = 127.0.0.1:$DEAD" "server = 127.0.0.1:$NG backup" "}" \
+  "proxy_connect_timeout = 1s"
+codes=$(for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$P/index.html"; done)
+[ "$codes" = "200 200 200 " ]; check backup_serves_when_primaries_fail $? "$codes"
+stop_daemon
+proxy_to onlydead "127.0.0.1:$DEAD"
+[ "$(st /x)" = 502 ]; check upstream_down_502 $? ""
+grep -q 'connect() failed' "$TMP/onlydead.access"; check upstream_down_cause_logged $? "$(tail -1 "$TMP/onlydead.access")"
+stop_daemon
+
+# ---- configuration errors name file and line ----
+printf 'listen = 127.0.0.1:%s\nlocation /api/ {\n  proxy_pass = http://nosuch\n}\n' "$(free_port)" > "$TMP/bad1.conf"
+config_error config_unknown_upstream_group "bad1.conf:3: proxy_pass names upstream 'nosuch'" -c "$TMP/bad1.conf" --check
+printf 'listen = 127.0.0.1:%s\nupstream b {\n  server = 127.0.0.1:1 weight=0\n}\n' "$(free_port)" > "$TMP/bad2.conf"
+config_error config_bad_weight "bad2.conf:3: server: bad value '0' for weight" -c "$TMP/bad2.conf" --check
+printf 'listen = 127.0.0.1:%s\nlocation / {\n  proxy_pass = ftp://x\n}\n' "$(free_port)" > "$TMP/bad3.conf"
+config_error config_bad_scheme "bad3.conf:3: proxy_pass 'ftp://x'" -c "$TMP/bad3.conf" --check
+# Every mistake at once, each with its line: a proxy_pass outside a location, a server
+# outside an upstream, a group of backups only, a group given twice, an unknown option.
+cat > "$TMP/bad4.conf" <<EOF
+listen = 127.0.0.1:$(free_port)
+proxy_pass = http://127.0.0.1:1
+server = 127.0.0.1:2
+upstream spare {
+    server = 127.0.0.1:3 backup
+}
+upstream spare {
+    server = 127.0.0.1:4 slow_start=1
+    root = /srv
+}
+site example.com {
+    location /a/ {
+        proxy_pass = http://spare
+        return = 204
+    }
+}
+EOF
+out=$("$H2PARK" -c "$TMP/bad4.conf" --check 2>&1); rc=$?
+want=("bad4.conf:2: 'proxy_pass' is not allowed at the top level: it goes only in a location"
+      "bad4.conf:3: 'server' is not allowed at the top level: it goes only in an upstream section"
+      "bad4.conf:7: upstream spare is given twice (first at "
+      "bad4.conf:8: server: unknown option 'slow_start'"
+      "bad4.conf:9: 'root' is not allowed in this upstream"
+      "bad4.conf:14: return and proxy_pass both given"
+      "bad4.conf:4: upstream spare has only backup servers")
+missing=""
+for w in "${want[@]}"; do grep -qF "$w" <<< "$out" || missing="$missing [$w]"; done
+[ "$rc" = 2 ] && [ -z "$missing" ]; check config_proxy_errors_all_at_once $? "rc $rc, missing:$missing; got: $out"

@@ -1,0 +1,71 @@
+/* Fuzz target: an upstream's HTTP/1.1 response (upstream/h1client.c), fed in pieces
+ * whose sizes come from the input itself.  Whatever the bytes, the parser takes no more
+ * than it is given, reports the head once and before any body, never reports body past
+ * a Content-Length it announced, ends at most once, and an error stays an error.  With an
+ * upgrade asked, a 101 is a head and its end, with no body: what follows is not parsed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "upstream/upstream.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return 0;
+    bool head_request = data[0] & 1, upgrade_asked = data[0] & 2;
+    unsigned step = 1 + data[1] % 61;       /* piece size: splits fall everywhere */
+    data += 2;
+    size -= 2;
+    struct h1_response p;
+    h1resp_init(&p, head_request, upgrade_asked, 4096);
+    bool head = false, end = false, error = false;
+    uint64_t body = 0;
+    size_t pos = 0;
+    while (!end && !error) {
+        size_t give = size - pos < step ? size - pos : step, used = 0;
+        int ev = h1resp_parse(&p, (const char *)data + pos, give, &used);
+        if (used > give)
+            abort();
+        pos += used;
+        switch (ev) {
+        case H1RESP_HEAD:
+            if (head)
+                abort();
+            head = true;
+            break;
+        case H1RESP_BODY:
+            if (!head || head_request || p.upgraded || p.body_len == 0 || p.body < (const char *)data ||
+                p.body + p.body_len > (const char *)data + pos)
+                abort();
+            body += p.body_len;
+            if (p.length >= 0 && body > (uint64_t)p.length)
+                abort();
+            break;
+        case H1RESP_END:
+            if (!head || (p.upgraded && (p.status != 101 || !upgrade_asked || body)))
+                abort();
+            end = true;
+            break;
+        case H1RESP_ERROR:
+            error = true;
+            if (!p.error || h1resp_parse(&p, "x", 1, &used) != H1RESP_ERROR)
+                abort();
+            break;
+        default:
+            if (pos == size) {
+                int last = h1resp_eof(&p);
+                if (last == H1RESP_END && !head)
+                    abort();
+                end = true;
+            } else if (!used && give) {
+                abort();                    /* no progress on bytes it was given */
+            }
+        }
+    }
+    if (end && head && !error && !head_request && !p.upgraded && p.length >= 0 && p.status != 204 && p.status != 304 &&
+        p.complete && body != (uint64_t)p.length)
+        abort();
+    h1resp_free(&p);
+    return 0;
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""An HTTP/1.1 upstream that misbehaves on request, for tests/e2e_reverse_proxy.sh and
+tests/e2e_proxy_websocket.sh.
+
+usage: upstream_faults.py PORT
+
+Each path is one way an upstream fails (a well-behaved server cannot be made to):
+  /ok              200 "ok", kept alive
+  /conns           200, the body is how many connections were accepted so far
+  /slow-head?s=N   the head only after N seconds
+  /slow-body       a head announcing 10 bytes, 5 of them, the rest after half a second
+  /reset           a head announcing 100000 bytes, 1000 of them, then a reset
+  /half            half a head, then the write side shut
+  /close-early     the connection closed before any response
+  /cl-te           Content-Length and Transfer-Encoding: chunked together
+  /two-cl          two different Content-Lengths
+  /te-gzip         Transfer-Encoding: gzip
+  /fold            a folded (obs-fold) header line
+  /status-20       a status code of two digits (llhttp reads it as 20)
+  /double          a complete response, then a second one nobody asked for
+  /sse             chunked events: one now, one 2 seconds later, then the end
+  /switch-unasked  a 101 whatever was asked, then what looks like a second response
+  /switch-nameless a 101 without the Upgrade field that names the protocol
+  /head-fields     200, the body is the request's fields as name=value|, sorted
+Anything the request carries as a body is read (Content-Length or chunked) first.
+"""
+import socket
+import socketserver
+import sys
+import threading
+import time
+
+accepted = 0
+lock = threading.Lock()
+
+
+def read_head(f):
+    lines = []
+    while True:
+        line = f.readline(65536)
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            return lines
+        lines.append(line.decode("latin-1").rstrip("\r\n"))
+
+
+def read_body(f, headers):
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = b""
+        while True:
+            size = int(f.readline().split(b";")[0], 16)
+            if size == 0:
+                while f.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return body
+            body += f.read(size)
+            f.readline()
+    n = int(headers.get("content-length", "0") or 0)
+    return f.read(n) if n else b""
+
+
+def respond(sock, status, body, extra=""):
+    sock.sendall(("HTTP/1.1 %s\r\nContent-Length: %d\r\n%s\r\n" % (status, len(body), extra)).encode() + body)
+
+
+class Handler(socketserver.BaseRequestHandler):
+    def handle(self):
+        global accepted
+        with lock:
+            accepted += 1
+        s = self.request
+        f = s.makefile("rb")
+        while True:
+            head = read_head(f)
+            if not head:
+                return
+            method, target, _ = head[0].split(" ", 2)
+            headers = {}
+            for h in head[1:]:
+                k, _, v = h.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            read_body(f, headers)
+            path, _, query = target.partition("?")
+            if path == "/ok":
+                respond(s, "200 OK", b"ok\n")
+            elif path == "/conns":
+                respond(s, "200 OK", b"%d\n" % accepted)
+            elif path == "/slow-head":
+                time.sleep(float(query.split("=")[1]))
+                respond(s, "200 OK", b"late\n")
+            elif path == "/slow-body":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12345")
+                time.sleep(0.5)
+                s.sendall(b"67890")
+            elif path == "/reset":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+                time.sleep(0.2)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                s.close()
+                return
+            elif path == "/half":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Len")
+                s.shutdown(socket.SHUT_WR)
+                time.sleep(2)
+                return
+            elif path == "/close-early":
+                return
+            elif path == "/cl-te":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          b"5\r\nhello\r\n0\r\n\r\n")
+            elif path == "/two-cl":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 8\r\n\r\nhellohel")
+            elif path == "/te-gzip":
+                s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello")
+            elif path == "/status-20":
+                s.sendall(b"HTTP/1.1 20 OK\r\nContent-Length: 2\r\n\r\nok")
+            elif path == "/fold":
+                s.sendall(b"HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\nContent-Length: 2\r\n\r\nok")
+            elif path == "/double":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nfirst\n"
+                          b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n")
+            elif path == "/switch-unasked":
+                s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                          b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n")
+                time.sleep(0.5)
+                return
+            elif path == "/switch-nameless":
+                s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\nraw bytes")
+                time.sleep(0.5)
+                return
+            elif path == "/head-fields":
+                respond(s, "200 OK", ("".join("%s=%s|" % kv for kv in sorted(headers.items())) + "\n").encode())
+            elif path == "/sse":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                s.sendall(b"9\r\ndata: 1\n\n\r\n")
+                time.sleep(2)
+                s.sendall(b"9\r\ndata: 2\n\n\r\n0\r\n\r\n")
+            else:
+                respond(s, "404 Not Found", b"no\n")
+
+
+class Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
+if __name__ == "__main__":
+    Server(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()

@@ -126,11 +126,21 @@ for i in $(seq 1 400); do
   [ "${conns:-0}" -ge 200 ] && break
   sleep 0.1
 done
+# ... and every handler waiting on its upstream parked too (after a whole tick), its live
+# frames copied out and its stack given back: a few hundred bytes each, not 32 KiB.
+for i in $(seq 1 100); do
+  j=$(stats_json); ph=$(stat_from "$j" parked_handlers); phb=$(stat_from "$j" parked_handler_bytes)
+  [ "${ph:-0}" -ge 200 ] && break
+  sleep 0.1
+done
 curl -s -o /dev/null "http://127.0.0.1:$AIO/release"
 wait $lpids
 n200=$(grep -c '^200$' "$TMP/lp.out")
 [ "$n200" = 200 ] && [ "${conns:-0}" -ge 200 ] && [ "${parked:-0}" -ge 199 ]
 check longpoll_200_clients_parked $? "$n200 answered; while waiting: $conns connections, $parked parked"
+[ "${ph:-0}" -ge 200 ] && [ $(( ${phb:-0} / ${ph:-1} )) -lt 4096 ]
+check longpoll_200_handlers_parked $? "${ph:-0} handlers parked, ${phb:-0} bytes"
+echo "# 200 long polls waiting upstream: ${ph:-0} handlers parked, $(( ${phb:-0} / (${ph:-1} > 0 ? ${ph:-1} : 1) )) bytes of frames each"
 stop_daemon
 
 # ---- faults ----
@@ -189,6 +199,46 @@ stop_daemon
 proxy_to onlydead "127.0.0.1:$DEAD"
 [ "$(st /x)" = 502 ]; check upstream_down_502 $? ""
 grep -q 'connect() failed' "$TMP/onlydead.access"; check upstream_down_cause_logged $? "$(tail -1 "$TMP/onlydead.access")"
+stop_daemon
+
+# ---- locations: each its upstream and settings, the rest served as files ----
+P=$(free_port); mkdir -p "$TMP/local"; echo local > "$TMP/local/local.txt"; chmod -R a+rX "$TMP/local"
+cat > "$TMP/locations.conf" <<EOF
+listen = 127.0.0.1:$P
+workers = 1
+root = $TMP/local
+upstream ngx {
+    server = 127.0.0.1:$NG
+    keepalive = 0
+}
+site * {
+    proxy_set_host = backend.internal
+    location /app/ {
+        proxy_pass = http://ngx/
+    }
+    location = /exact {
+        proxy_pass = http://127.0.0.1:$NG/fields
+    }
+    location /headers {
+        proxy_pass = http://127.0.0.1:$AIO
+        proxy_set_host = other.internal
+    }
+}
+EOF
+PORT=$P; start_config "$TMP/locations.conf" "$P"
+f=$(curl -s "http://127.0.0.1:$P/app/fields?x=1")
+case "$f" in *"host=backend.internal|"*"conn=close|"*"uri=/fields?x=1|"*) r=0 ;; *) r=1 ;; esac
+check location_path_replaced_site_host_group_keepalive_0 $r "$f"
+f=$(curl -s "http://127.0.0.1:$P/exact")
+case "$f" in *"host=backend.internal|"*"uri=/fields|"*) r=0 ;; *) r=1 ;; esac
+check exact_location_to_its_uri $r "$f"
+f=$(curl -s "http://127.0.0.1:$P/headers")
+grep -q '^host: other.internal$' <<< "$f"; check location_own_set_host_over_site $? "$(head -3 <<< "$f")"
+[ "$(curl -s "http://127.0.0.1:$P/local.txt")" = local ]; check unproxied_location_serves_files $? ""
+m=$(curl -s "http://127.0.0.1:$P/metrics")
+grep -q "h2park_upstream_responses_total{upstream=\"ngx\",server=\"127.0.0.1:$NG\",code=\"2xx\"} [1-9]" <<< "$m" &&
+  grep -q "h2park_upstream_responses_total{upstream=\"\",server=\"127.0.0.1:$AIO\",code=\"2xx\"} 1" <<< "$m"
+check metrics_per_group_and_server $? "$(grep upstream_responses <<< "$m" | grep 2xx)"
 stop_daemon
 
 # ---- configuration errors name file and line ----

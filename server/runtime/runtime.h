@@ -55,8 +55,9 @@ struct request_set {
 };
 
 /* Every open exchange holds one, waiting ones included: the order (and the bit-fields)
- * keep it at 520 bytes (its configuration, location and the client a trusted proxy named
- * included), so the HTTP/1.1 request that embeds it takes the 576-byte class. */
+ * keep it at 528 bytes (its configuration, location and the client a trusted proxy named
+ * included; what only a proxied request needs is in its extra), so the HTTP/1.1 request
+ * that embeds it takes the 576-byte class. */
 struct request {
     struct conn *c;
     const struct request_ops *ops;

@@ -2,7 +2,7 @@
  * file (after the embedded default), then, after a NUL, lines of hosts and paths to look
  * up in it.  Whatever the file holds, parsing either accepts it or names file, line and
  * problem for every error; a tree it accepts has values inside their documented ranges
- * and every site a "/" location; lookups of any host or path find a site and a location
+ * and every site a "/" location, every proxied location a group it can pass to; lookups of any host or path find a site and a location
  * of the tree, and a host that normalizes is lower case with no character a host may
  * not have. */
 #include <ctype.h>
@@ -90,6 +90,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const struct location *root = location_for_path(&c->sites[i], "/", 1, false);
         if (!root || root->exact || !root->docroot || !root->docroot->path[0])
             abort();
+        /* A proxied location passes to a group with a server that is not a backup, every
+         * server in the configuration's array, and its limits are positive. */
+        for (uint32_t k = 0; k < c->sites[i].nlocations; k++) {
+            const struct location *l = &c->sites[i].locations[k];
+            if (l->handler != HANDLER_PROXY)
+                continue;
+            const struct proxy_conf *pc = l->proxy;
+            if (!pc || !pc->group || !pc->group->nservers || pc->group->nservers > MAX_UPSTREAM_SERVERS ||
+                !(pc->connect_timeout > 0) || !(pc->read_timeout > 0) || !(pc->send_timeout > 0))
+                abort();
+            bool primary = false;
+            for (uint16_t j = 0; j < pc->group->nservers; j++) {
+                const struct upstream_server_conf *sc = &pc->group->servers[j];
+                if (sc->index >= c->nupstream_servers || sc != &c->upstream_servers[sc->index] || !sc->weight)
+                    abort();
+                primary |= !sc->backup;
+            }
+            if (!primary)
+                abort();
+        }
     }
     if (nul) {
         char line[4096];

@@ -7,7 +7,7 @@
  * keep-alive pool.  An idle pooled connection is its socket and this struct, nothing
  * more - no coroutine, no buffer, no parser, no watcher (as a parked client connection):
  * whether the server closed it meanwhile is asked when it is taken (upstream_take), and
- * the worker's tick closes those idle past upstream_keepalive_timeout.  A connection goes
+ * the worker's tick closes those idle past their group's keepalive_timeout.  A connection goes
  * back to the pool only after a complete exchange (upstream_put's caller says so);
  * after an error or an unfinished body it is closed.
  *
@@ -56,7 +56,7 @@ struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, doubl
 struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc, double timeout,
                                        enum upstream_failure *why);
 /* An exchange ended on uc: reusable says it was complete on both sides and the server
- * keeps the connection open; then it is pooled (within upstream_keepalive), else closed. */
+ * keeps the connection open; then it is pooled (within its group's keepalive), else closed. */
 void upstream_done(struct upstream_conn *uc, bool reusable, double now);
 /* Health and counters: an attempt on sc (one of g's) failed with f, or got a response. */
 void upstream_failed(const struct upstream_group *g, const struct upstream_server_conf *sc, enum upstream_failure f,

@@ -370,6 +370,51 @@ static void inheritance(void)
     CHECK(t->dotfiles == DOTFILES_ALLOW && r->dotfiles == DOTFILES_DENY && !strcmp(t->docroot->path, "/a"));
 }
 
+/* The reverse proxy in the tree: proxy_pass makes a location HANDLER_PROXY, naming a group
+ * (an upstream section: every server in the configuration's one array, with the group's
+ * pool settings) or one address (a group of its own, shared by the locations that give
+ * it); the proxy_* limits are inherited top -> site -> location, the built-in routes stay
+ * built-in under a proxied "/"; and the mistakes name their lines. */
+static void reverse_proxy_locations(void)
+{
+    CHECKF(parse("proxy_read_timeout = 30s\n"
+                 "upstream app {\nserver = 127.0.0.1:3000 weight=3\nserver = 127.0.0.1:3001 backup\n"
+                 "balance = least_conn\nkeepalive = 4\nkeepalive_timeout = 5s\n}\n"
+                 "site a.test {\nproxy_read_timeout = 10s\nproxy_set_host = in.test\n"
+                 "location / {\nproxy_pass = http://app/v2/\n}\n"
+                 "location /one/ {\nproxy_pass = http://127.0.0.1:4000\nproxy_read_timeout = 5s\n}\n"
+                 "location = /two {\nproxy_pass = http://127.0.0.1:4000\n}\n"
+                 "location /files/ {\n}\n}\n") == CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    const struct location *root = loc_of(s, "/x"), *one = loc_of(s, "/one/x"), *two = loc_of(s, "/two");
+    CHECK(root->handler == HANDLER_PROXY && one->handler == HANDLER_PROXY && two->handler == HANDLER_PROXY);
+    CHECK(loc_of(s, "/files/a")->handler == HANDLER_STATIC && loc_of(s, "/-/healthz")->handler == HANDLER_BUILTIN);
+    const struct proxy_conf *p = root->proxy;
+    CHECK(!strcmp(p->group->name, "app") && p->group->nservers == 2 && p->group->balance == BALANCE_LEAST_CONN);
+    CHECK(!strcmp(p->uri, "/v2/") && !strcmp(p->host, "in.test") && p->read_timeout == 10 && p->connect_timeout == 60);
+    CHECK(p->group->servers[0].weight == 3 && p->group->servers[1].backup && p->group->servers[1].keepalive == 4 &&
+          p->group->servers[1].keepalive_timeout == 5 && !strcmp(p->group->servers[0].group, "app"));
+    CHECK(one->proxy->read_timeout == 5 && two->proxy->read_timeout == 10 && one->proxy->group == two->proxy->group);
+    CHECK(c->nupstream_servers == 3 && c->nupstreams == 2 && !one->proxy->group->name[0] &&
+          !strcmp(one->proxy->group->servers[0].text, "127.0.0.1:4000") && one->proxy->group->servers[0].index == 2);
+    CHECK(parse("location / {\nproxy_pass = http://none\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: proxy_pass names upstream 'none', which no upstream section defines"));
+    CHECK(parse("upstream b {\nserver = 127.0.0.1:1 backup\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:1: upstream b has only backup servers"));
+    CHECK(parse("upstream b {\n}\nupstream b {\nserver = 127.0.0.1:1\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:1: upstream b has no server lines") && strstr(err, "test.conf:3: upstream b is given twice"));
+    CHECK(parse("site a.test {\nupstream b {\n}\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: an upstream goes at the top level, not in this site"));
+    CHECK(parse("upstream b {\nserver = 127.0.0.1:1\nlocation / {\n}\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: an upstream holds server lines, not locations"));
+    CHECK(parse("location / {\nhandler = healthz\nproxy_pass = http://127.0.0.1:1\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: proxy_pass and handler both given"));
+    CHECK(parse("keepalive = 3\nlocation / {\nproxy_pass = http://127.0.0.1:1\nproxy_read_timeout = 0\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:1: 'keepalive' is not allowed at the top level: it goes only in an upstream section") &&
+          strstr(err, "test.conf:4: proxy_read_timeout: '0' is not a duration"));
+    CHECK(parse("upstream x y {\nserver = 127.0.0.1:1\n}\n") == CONFIG_ERROR && strstr(err, "test.conf:1: an upstream is 'upstream NAME {'"));
+}
+
 /* The built-in routes are locations: in every site at their paths, placed elsewhere by
  * name, gone with builtin_routes = off, and restricted by the location that covers
  * their path. */
@@ -587,6 +632,7 @@ int main(void)
     RUN(hosts);
     RUN(locations_match);
     RUN(inheritance);
+    RUN(reverse_proxy_locations);
     RUN(builtin_routes_are_locations);
     RUN(values_of_rules);
     RUN(certificates_pair);

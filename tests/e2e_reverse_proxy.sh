@@ -239,6 +239,18 @@ m=$(curl -s "http://127.0.0.1:$P/metrics")
 grep -q "h2park_upstream_responses_total{upstream=\"ngx\",server=\"127.0.0.1:$NG\",code=\"2xx\"} [1-9]" <<< "$m" &&
   grep -q "h2park_upstream_responses_total{upstream=\"\",server=\"127.0.0.1:$AIO\",code=\"2xx\"} 1" <<< "$m"
 check metrics_per_group_and_server $? "$(grep upstream_responses <<< "$m" | grep 2xx)"
+# A reload that changes a group's servers: the new server answers, on a pool of its own
+# (the old one's kept-alive connections are not taken for it).
+sed -i "s|^    server = 127.0.0.1:$NG\$|    server = 127.0.0.1:$AIO|; s|^    keepalive = 0\$|    keepalive = 8|" "$TMP/locations.conf"
+curl -s -o /dev/null "http://127.0.0.1:$P/app/index.html"
+reload_and_wait
+f=$(curl -s "http://127.0.0.1:$P/app/headers"); f2=$(curl -s "http://127.0.0.1:$P/app/headers")
+grep -q '^host: backend.internal$' <<< "$f" && grep -q '^host: backend.internal$' <<< "$f2"
+check reload_group_to_new_server $? "$(head -3 <<< "$f")"
+m=$(curl -s "http://127.0.0.1:$P/metrics")
+grep -q "h2park_upstream_responses_total{upstream=\"ngx\",server=\"127.0.0.1:$AIO\",code=\"2xx\"} 2" <<< "$m" &&
+  ! grep -q "upstream=\"ngx\",server=\"127.0.0.1:$NG\"" <<< "$m"
+check reload_metrics_follow_servers $? "$(grep upstream_responses <<< "$m" | grep 2xx)"
 stop_daemon
 
 # ---- configuration errors name file and line ----

@@ -125,6 +125,17 @@ void upstream_configure(const struct config *c)
     __atomic_store_n(&mine->fingerprint, f, __ATOMIC_RELAXED);
 }
 
+/* Whether sc, of the configuration a request began under, is the server the worker's
+ * state has at its index: not so for a request that began before a reload changed the
+ * servers, which then neither takes a pooled connection (it could be another server's)
+ * nor pools or counts its own. */
+static bool current(const struct upstreams *u, const struct upstream_server_conf *sc)
+{
+    const struct config *c = u->cfg;
+    return sc->index < c->nupstream_servers && !strcmp(c->upstream_servers[sc->index].text, sc->text) &&
+           !strcmp(c->upstream_servers[sc->index].group, sc->group);
+}
+
 /* ---- choosing a server ---- */
 
 static bool usable(const struct server_state *st, const struct upstream_server_conf *sc, double now, bool *busy)
@@ -194,7 +205,7 @@ void upstream_failed(const struct upstream_group *g, const struct upstream_serve
                      double now)
 {
     struct upstreams *u = state();
-    if (!u || !sc)
+    if (!u || !sc || !current(u, sc))
         return;
     struct server_state *st = &u->s[sc->index];
     counter_add(&st->n.failures[f], 1);
@@ -215,7 +226,7 @@ void upstream_failed(const struct upstream_group *g, const struct upstream_serve
 void upstream_responded(const struct upstream_server_conf *sc, int status)
 {
     struct upstreams *u = state();
-    if (!u || !sc)
+    if (!u || !sc || !current(u, sc))
         return;
     struct server_state *st = &u->s[sc->index];
     counter_add(&st->n.requests, 1);
@@ -242,7 +253,7 @@ static bool quiet(int fd)
 struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, double now)
 {
     struct upstreams *u = state();
-    if (!u)
+    if (!u || !current(u, sc))
         return NULL;
     struct server_state *st = &u->s[sc->index];
     while (st->idle) {
@@ -304,6 +315,11 @@ struct upstream_conn *upstream_connect(struct request *r, const struct upstream_
     uc->t.fd = fd;
     uc->server = (uint8_t)sc->index;
     uc->epoch = u->epoch;
+    if (!current(u, sc)) {
+        uc->epoch--;                /* closed when it is done, counted nowhere */
+        *why = UF_NONE;
+        return uc;
+    }
     struct server_state *st = &u->s[sc->index];
     st->active++;
     set(&st->n.active, st->active);

@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import traceback
 import urllib.request
 
 failures = 0
@@ -267,7 +268,9 @@ def check_readme():
     comments aside, and every config/examples/ file it names exists."""
     text = open("README.md", encoding="utf-8").read()
     examples = {}
-    for path in glob.glob("config/examples/*"):
+    for path in glob.glob("config/examples/**", recursive=True):
+        if not os.path.isfile(path):
+            continue
         lines = [l.rstrip() for l in open(path, encoding="utf-8") if l.strip() and not l.lstrip().startswith("#")]
         examples[path] = "\n" + "\n".join(lines) + "\n"
     bad = 0
@@ -310,4 +313,10 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception:
+        # A check that crashes must not pass silently: the crash is a failure of its own.
+        fail("docs_check", "crashed: " + traceback.format_exc().strip().splitlines()[-1])
+        traceback.print_exc()
+        sys.exit(2)

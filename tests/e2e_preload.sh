@@ -194,7 +194,8 @@ start_redis() { # start_redis NAME [preload]: sets RPORT, RPID
     fi
     RPID=$!; PIDS="$PIDS $RPID"
     for i in $(seq 1 50); do
-      [ "$(redis-cli -p "$RPORT" PING 2>/dev/null)" = PONG ] && return 0
+      # The server that answers must be ours: another redis (a parallel run's) may hold the port.
+      redis-cli -p "$RPORT" INFO server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$RPID" && return 0
       kill -0 $RPID 2>/dev/null || break
       sleep 0.1
     done

@@ -54,7 +54,9 @@ check metrics_prometheus $? "$m"
 code=$(c2 -o /dev/null -w '%{http_code}' -X DELETE "$H/"); [ "$code" = 405 ]; check static_405 $? "code $code"
 code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/echo"); [ "$code" = 405 ]; check echo_get_405 $? "code $code"
 code=$(c2 -o /dev/null -w '%{http_code}' -X POST "$H/-/stats"); [ "$code" = 405 ]; check stats_post_405 $? "code $code"
-code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/delay?ms=70000"); [ "$code" = 400 ]; check delay_limit_400 $? "code $code"
+code=$(c2 -o /dev/null -w '%{http_code}' "$H/-/delay?ms=600001"); [ "$code" = 400 ]; check delay_limit_400 $? "code $code"
+# Ten minutes is allowed: the request is still waiting when the client gives up.
+code=$(c2 -m 1 -o /dev/null -w '%{http_code}' "$H/-/delay?ms=600000"); [ "$code" = 000 ]; check delay_ten_minutes_waits $? "code $code"
 body=$(c2 --data-binary 'hello echo' "$H/-/echo"); [ "$body" = "hello echo" ]; check echo_small $? "got '$body'"
 
 body=$(nghttp "$H/" 2>/dev/null); [ "$body" = "<h1>h2park test</h1>" ]; check nghttp_h2c $? "got '$body'"

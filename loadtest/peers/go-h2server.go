@@ -3,7 +3,8 @@
 // h2 over TLS when -cert/-key are given (net/http's built-in HTTP/2), h2c with prior
 // knowledge otherwise (golang.org/x/net/http2/h2c); HTTP/1.1 on the same port.  Static
 // files from -root, and /-/delay?ms=N answered after a handler slept N ms (a long poll,
-// for idle-memory --inflight).
+// for idle-memory --inflight); /-/sleeping counts the handlers asleep in it, so the
+// harness can tell that every request is still waiting when it samples.
 package main
 
 import (
@@ -12,11 +13,14 @@ import (
 	"log"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/h2c"
 )
+
+var sleeping int64
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
@@ -32,8 +36,13 @@ func main() {
 			http.Error(w, "ms must be 0..600000", http.StatusBadRequest)
 			return
 		}
+		atomic.AddInt64(&sleeping, 1)
 		time.Sleep(time.Duration(ms) * time.Millisecond)
+		atomic.AddInt64(&sleeping, -1)
 		fmt.Fprintf(w, "waited %d ms\n", ms)
+	})
+	mux.HandleFunc("/-/sleeping", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%d\n", atomic.LoadInt64(&sleeping))
 	})
 	var files http.Handler = mux
 	h2 := &http2.Server{IdleTimeout: time.Hour}

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "host.h"
+
 #define H2PARK_VERSION "0.2.0"
 #define MAX_LISTEN 16
 #define OPEN_FILE_SLOTS 256           /* each worker's open-file cache (app/static.c) */
@@ -332,25 +334,36 @@ long config_max_handlers(const struct config *c);
 size_t config_handler_worst_bytes(const struct config *c);
 
 /* sites.c: finding a request's site and location. */
-/* The length of an authority's host, its port and a trailing dot left out: 0 for none,
- * -1 if it is no valid host (RFC 9110 4.2.3, RFC 3986 3.2.2). */
-int host_length(const char *authority);
-/* The host of an authority ("Example.COM.:443" -> "example.com") in out, lowered: its
- * length, as host_length. */
-int host_normalize(const char *authority, char *out, size_t cap);
-const struct site_table *config_sites_of(const struct config *c, unsigned slot);
 const struct site *site_for_host(const struct site_table *t, const char *host, size_t len);
 /* The site a TLS client's server name (SNI) chooses: the default for none or no host name. */
 const struct site *site_for_sni(const struct site_table *t, const char *name);
-/* The location for a decoded path: exact first, then the longest prefix; skip_implicit
- * leaves out the built-in routes the configuration did not place. */
-const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit);
 /* A path's bit in a site's exact_sieve: by its length and second byte, so that most
  * requests (a file's path, beside a site's built-in "/-/..." and "/metrics") skip the
  * exact hash without hashing. */
 static inline unsigned location_sieve_bit(const char *path, size_t len)
 {
     return (unsigned)(len * 31 + (len > 1 ? (unsigned char)path[1] : 0)) & 63;
+}
+/* The location for a decoded path (it starts with a slash): exact first, then the
+ * longest prefix; skip_implicit leaves out the built-in routes the configuration did not
+ * place. */
+const struct location *location_lookup(const struct site *s, const char *path, size_t len, bool skip_implicit);
+/* ... answered here for most requests: no exact location shares the path's sieve bit,
+ * and "/" (which every site has, the shortest) is the only prefix. */
+static inline const struct location *location_for_path(const struct site *s, const char *path, size_t len,
+                                                        bool skip_implicit)
+{
+    if (s->nprefixes == 1 && !(s->exact_sieve & (UINT64_C(1) << location_sieve_bit(path, len))))
+        return s->prefixes[0];
+    return location_lookup(s, path, len, skip_implicit);
+}
+/* The sites of the listener in slot (every site of the tree for a listener that went
+ * away: its connections are being drained). */
+static inline const struct site_table *config_sites_of(const struct config *c, unsigned slot)
+{
+    if (slot < MAX_LISTEN && c->listen_of_slot[slot] >= 0)
+        return &c->listen_sites[c->listen_of_slot[slot]];
+    return &c->all_sites;
 }
 /* netaddr.c: addresses and blocks. */
 int net_parse(const char *text, struct net *out, char *why, size_t whylen);

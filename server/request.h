@@ -40,6 +40,9 @@ void request_set_logger(void (*log)(const struct request *r));
 const char *req_method(const struct request *r);
 const char *req_target(const struct request *r);      /* path and query, as sent */
 const char *req_authority(const struct request *r);   /* :authority or Host, "" if none */
+/* The length of its host (host_length: -1 for no valid host, 0 for none), measured once:
+ * by the front end as it read Host, else now. */
+int req_host_length(const struct request *r);
 const char *req_protocol(const struct request *r);    /* "http/1.1", "h2" or "h2c" */
 const char *req_peer(const struct request *r);        /* "addr:port" of the client */
 const char *req_peer_address(const struct request *r); /* the client's address alone */

@@ -1,93 +1,17 @@
 /* Finding a request's site and location in a configuration tree (config.h).
  *
- * The host is taken from :authority or Host, checked against RFC 3986's reg-name and
- * IP-literal grammar (anything else is a 400: a host with a slash, a NUL or a space
- * never reaches a site), lowered, its port and a trailing dot dropped.  A site is found
- * by its exact name, then by the longest wildcard ("*.example.com" for a.example.com
- * and a.b.example.com, as nginx), then it is its listener's default.
+ * The host is taken from :authority or Host, checked and lowered as host.c does.  A
+ * site is found by its exact name, then by the longest wildcard ("*.example.com" for
+ * a.example.com and a.b.example.com, as nginx), then it is its listener's default.
  *
  * Locations are matched against the decoded path: an exact location by hash, then the
  * prefix locations longest first.  Both lookups cost a hash of the host or the path
  * and a compare or two, so neither shows beside serving a request; a listener with one
- * site skips the host entirely. */
+ * site skips the host entirely, and a site whose only prefix is "/" skips the prefixes
+ * for every path no exact location could be (location_for_path, config.h). */
 #include <string.h>
 
 #include "config.h"
-
-/* A reg-name's bytes (RFC 3986 3.2.2: unreserved / pct-encoded / sub-delims), each as
- * it is kept (lowered); 0 for every other byte. */
-static const char host_byte[256] = {
-    ['!'] = '!', ['$'] = '$', ['%'] = '%', ['&'] = '&', ['\''] = '\'', ['('] = '(', [')'] = ')',
-    ['*'] = '*', ['+'] = '+', [','] = ',', ['-'] = '-', ['.'] = '.', ['0'] = '0', ['1'] = '1',
-    ['2'] = '2', ['3'] = '3', ['4'] = '4', ['5'] = '5', ['6'] = '6', ['7'] = '7', ['8'] = '8',
-    ['9'] = '9', [';'] = ';', ['='] = '=', ['A'] = 'a', ['B'] = 'b', ['C'] = 'c', ['D'] = 'd',
-    ['E'] = 'e', ['F'] = 'f', ['G'] = 'g', ['H'] = 'h', ['I'] = 'i', ['J'] = 'j', ['K'] = 'k',
-    ['L'] = 'l', ['M'] = 'm', ['N'] = 'n', ['O'] = 'o', ['P'] = 'p', ['Q'] = 'q', ['R'] = 'r',
-    ['S'] = 's', ['T'] = 't', ['U'] = 'u', ['V'] = 'v', ['W'] = 'w', ['X'] = 'x', ['Y'] = 'y',
-    ['Z'] = 'z', ['_'] = '_', ['a'] = 'a', ['b'] = 'b', ['c'] = 'c', ['d'] = 'd', ['e'] = 'e',
-    ['f'] = 'f', ['g'] = 'g', ['h'] = 'h', ['i'] = 'i', ['j'] = 'j', ['k'] = 'k', ['l'] = 'l',
-    ['m'] = 'm', ['n'] = 'n', ['o'] = 'o', ['p'] = 'p', ['q'] = 'q', ['r'] = 'r', ['s'] = 's',
-    ['t'] = 't', ['u'] = 'u', ['v'] = 'v', ['w'] = 'w', ['x'] = 'x', ['y'] = 'y', ['z'] = 'z',
-    ['~'] = '~'
-};
-
-int host_length(const char *authority)
-{
-    const char *a = authority, *p = a;
-    if (!a || !*a)
-        return 0;
-    if (*p == '[') {
-        for (p++; *p != ']'; p++)
-            if (!((unsigned)*p - '0' < 10 || (unsigned)(*p | 0x20) - 'a' < 6 || *p == ':' || *p == '.'))
-                return -1;         /* a NUL too: no closing bracket */
-        p++;
-    } else {
-        /* A table and a register for the last byte: a few instructions a byte, as every
-         * request pays for it. */
-        char prev = '.', ch;
-        for (; (ch = host_byte[(unsigned char)*p]); p++) {
-            if (ch == '.' && prev == '.')
-                return -1;         /* no empty label: ".example", "a..b" (nginx refuses them too) */
-            prev = ch;
-        }
-    }
-    size_t n = (size_t)(p - a);
-    if (*p == ':') {                  /* the port: digits, or nothing */
-        const char *digits = ++p;
-        for (; *p; p++)
-            if ((unsigned)*p - '0' >= 10)
-                return -1;
-        if (p - digits > 5)
-            return -1;
-    } else if (*p) {
-        return -1;                    /* a byte no host has */
-    }
-    if (n && a[n - 1] == '.' && a[0] != '[')
-        n--;                          /* "example.com." is example.com */
-    return n == 0 || n > 255 ? -1 : (int)n;
-}
-
-int host_normalize(const char *authority, char *out, size_t cap)
-{
-    int n = host_length(authority);
-    if (n <= 0)
-        return n;
-    if ((size_t)n >= cap)
-        return -1;
-    for (int i = 0; i < n; i++) {
-        unsigned ch = (unsigned char)authority[i];
-        out[i] = (char)(ch - 'A' < 26 ? ch + 32 : ch);
-    }
-    out[n] = 0;
-    return n;
-}
-
-const struct site_table *config_sites_of(const struct config *c, unsigned slot)
-{
-    if (slot < MAX_LISTEN && c->listen_of_slot[slot] >= 0)
-        return &c->listen_sites[c->listen_of_slot[slot]];
-    return &c->all_sites;             /* its listener went away: it is being drained */
-}
 
 static uint32_t hash_start(void) { return 2166136261u; }
 static uint32_t hash_more(uint32_t h, const char *p, size_t n)
@@ -131,7 +55,7 @@ const struct site *site_for_sni(const struct site_table *t, const char *name)
     return n > 0 ? site_for_host(t, host, (size_t)n) : t->dflt;
 }
 
-const struct location *location_for_path(const struct site *s, const char *path, size_t len, bool skip_implicit)
+const struct location *location_lookup(const struct site *s, const char *path, size_t len, bool skip_implicit)
 {
     if (s->exact_sieve & (UINT64_C(1) << location_sieve_bit(path, len))) {
         uint32_t h = hash_more(hash_start(), path, len) & s->exact_mask;

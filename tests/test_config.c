@@ -315,6 +315,18 @@ static void hosts(void)
                more_bad[i]);
     CHECK(host_length("Example.COM.:443") == 11 && host_length("[::1]:80") == 5 && host_length("a:") == 1 &&
           host_length("") == 0 && host_length(NULL) == 0);
+    /* host_span, HTTP/1.1's check of Host and of an absolute-form authority, judges as
+     * host_length does, and only the bytes it is given. */
+    const char *all[] = { "Example.COM", "example.com.:8443", "[::1]:443", "", "a:", "a.b.c:1", "[::1]:80",
+                          "127.0.0.1:12345", "a.", "a.:1" };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        CHECKF(host_span(all[i], strlen(all[i])) == host_length(all[i]) && host_length(all[i]) >= 0, "'%s'", all[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECKF(host_span(bad[i], strlen(bad[i])) < 0, "'%s' got through host_span", bad[i]);
+    for (size_t i = 0; i < sizeof more_bad / sizeof more_bad[0]; i++)
+        CHECKF(host_span(more_bad[i], strlen(more_bad[i])) < 0, "'%s' got through host_span", more_bad[i]);
+    CHECK(host_span("a.test/x", 6) == 6 && host_span("a.test:80/x", 9) == 6 && host_span("[::1]", 4) < 0 &&
+          host_span("a..", 2) == 1 && host_span("a.b", 0) == 0 && host_span(":80", 3) < 0);
     CHECK(host_normalize("[2001:DB8::A]", h, sizeof h) == 13 && !strcmp(h, "[2001:db8::a]"));
     CHECK(host_normalize("example.com", h, 11) < 0 && host_normalize("example.com", h, 12) == 11);
     char longest[300];

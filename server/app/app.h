@@ -44,14 +44,14 @@ void app_tick(int worker, double now, const struct worker_counters *n);
  * a line of text. */
 void app_error(struct request *r, int status);
 
-/* static.c.  path is the request's decoded path (path_decode). */
+/* static.c.  path is the request's decoded path (path_decode), loc the location it matched. */
 struct config;
 struct config_errors;
 struct location;
 /* Opens every root of c (on the main thread, as it is applied; closed when c is freed). */
 int static_open_roots(struct config *c, struct config_errors *e);
 void static_configure(void);
-void static_serve(struct request *r, const char *path);
+void static_serve(struct request *r, const struct location *loc, const char *path);
 /* The file at path (an error page's) with status, if the site has it: 0, else -1. */
 int static_serve_page(struct request *r, const char *path, int status);
 void static_sweep(double now);

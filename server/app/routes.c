@@ -87,7 +87,7 @@ void app_error(struct request *r, int status)
 static bool misdirected(struct request *r, const struct site_table *t, const struct site *site, const char *host,
                         size_t hl)
 {
-    if (!req_is_tls(r) || t->nsites < 2 || !hl)
+    if (t->nsites < 2 || !hl || !req_is_tls(r))
         return false;
     const char *sni = req_tls_server_name(r);
     if (!sni)
@@ -138,12 +138,14 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
     const struct site_table *t = config_sites_of(cfg, req_listener(r));
     char host[256], path[2048];
     host[0] = 0;
-    /* With one site the host chooses nothing: it is checked, and laid out only for an
-     * answer that names it (a redirect, a return). */
+    /* With one site the host chooses nothing: it is checked (by HTTP/1.1's front end as
+     * it read Host), and laid out only for an answer that names it (a redirect, a return). */
     bool one_site = t->nsites <= 1;
-    int hl = one_site ? host_length(req_authority(r)) : host_normalize(req_authority(r), host, sizeof host);
+    int hl = req_host_length(r);
     if (hl < 0)
         return answered(reply_text(r, 400, "bad request: the host is not a host name or address\n"));
+    if (!one_site)
+        host_lower(req_authority(r), (size_t)hl, host);
     const struct site *site = one_site ? t->dflt : site_for_host(t, host, (size_t)hl);
     if (misdirected(r, t, site, host, (size_t)hl))
         return answered(app_error(r, 421));
@@ -161,8 +163,8 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
         loc = location_for_path(site, path, (size_t)pl, true);
     /* Before the location is the request's: the redirect is not the site's answer and
      * carries none of its headers (as nginx's separate port-80 server would not). */
-    if (one_site && hl && (site->https_redirect || loc->handler == HANDLER_RETURN))
-        host_normalize(req_authority(r), host, sizeof host);
+    if ((site->https_redirect || loc->handler == HANDLER_RETURN) && one_site && hl)
+        host_lower(req_authority(r), (size_t)hl, host);
     if (site->https_redirect && !req_is_tls(r))
         return answered(https_redirect(r, site, host));
     req_set_location(r, loc);
@@ -191,9 +193,10 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
         return_serve(r, host, path);
         break;
     default:
-        static_serve(r, path);
+        static_serve(r, loc, path);
     }
-    body_checked(r);
+    if (loc->max_body)
+        body_checked(r);           /* (no limit, nothing past it) */
     return NULL;
 }
 

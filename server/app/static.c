@@ -426,15 +426,18 @@ static void redirect_to_slash(struct request *r)
     }
 }
 
-/* rel under the location's root for a decoded request path, or NULL.  An alias cuts the
+/* rel under the location's root for a path - decoded, as path_decode gives it, or an
+ * error page's as configured - or NULL.  An alias cuts the
  * location's path off only at a segment boundary: "location /static" with "alias =
  * /srv/static/" must not turn /static../x into "../x" (the alias traversal nginx
  * configurations are known for), so a path that goes on inside the segment names
  * nothing. */
-static const char *relative(const struct location *loc, const char *path)
+static inline const char *relative(const struct location *loc, const char *path, bool decoded)
 {
     if (loc->alias_file)
         return loc->alias_file;
+    if (decoded && !loc->alias)
+        return path + 1;           /* path_decode's: one slash first, never two */
     const char *rel = path;
     if (loc->alias) {
         if (strlen(path) < loc->path_len)
@@ -457,8 +460,9 @@ static void cannot_open(struct request *r, int err)
     req_respond(r, 503, h, 1, BODY_NONE);
 }
 
-/* A regular file, with every semantics above. */
-static void serve_file(struct request *r, const struct docroot *d, struct open_file *f, double now)
+/* A regular file, with every semantics above (inline: a call and a second frame per
+ * request cost more than anything static_serve does before it). */
+static inline __attribute__((always_inline)) void serve_file(struct request *r, const struct docroot *d, struct open_file *f, double now)
 {
     const char *type = f->type, *coding = NULL;
     bool has_variants = false;
@@ -524,7 +528,7 @@ static void serve_file(struct request *r, const struct docroot *d, struct open_f
         req_respond_file(r, ranged > 0 ? 206 : 200, h, n, &src, first, last - first + 1);
 }
 
-void static_serve(struct request *r, const char *path)
+void static_serve(struct request *r, const struct location *loc, const char *path)
 {
     const char *m = req_method(r);
     bool get = m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && !m[3];
@@ -533,13 +537,11 @@ void static_serve(struct request *r, const char *path)
         req_respond(r, 405, h, 1, BODY_NONE);
         return;
     }
-    const struct location *loc = req_location(r);
     const struct docroot *d = loc->docroot;
-    const char *rel = relative(loc, path);
+    const char *rel = relative(loc, path, true);
     if (!rel)
         return app_error(r, 404);
-    size_t pl = strlen(path);
-    if (!*rel && loc->alias && !loc->alias_file && path[pl - 1] != '/')
+    if (!*rel && loc->alias && !loc->alias_file && path[strlen(path) - 1] != '/')
         return redirect_to_slash(r);   /* "/static" for "location /static": its directory */
     if (d->fd < 0) {
         if (d->builtin_default && (!strcmp(rel, "") || !strcmp(rel, "index.html")))
@@ -580,7 +582,7 @@ int static_serve_page(struct request *r, const char *path, int status)
     if (!loc || loc->handler != HANDLER_STATIC || loc->docroot->fd < 0)
         return -1;
     int err;
-    const char *rel = relative(loc, path);
+    const char *rel = relative(loc, path, false);
     struct open_file *f = rel ? open_file_get(loc->docroot, rel, req_now(r), &err) : NULL;
     if (!f || f->kind != FILE_REGULAR)
         return -1;

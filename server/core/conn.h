@@ -161,9 +161,19 @@ int workers_start(struct ev_loop *main_loop, void (*notify)(void));
 unsigned workers_publish(struct config *c);
 /* The worker runs c from now on (adopt; the fuzzers' harness sets its one this way). */
 int worker_use_config(struct worker *w, struct config *c);
-/* A request begins under the worker's configuration: counted until released. */
-struct config_hold *worker_hold_config(struct worker *w);
-void worker_release_config(struct worker *w, struct config_hold *h);
+/* A request begins under the worker's configuration: counted until released (inline:
+ * every request pays both). */
+static inline struct config_hold *worker_hold_config(struct worker *w)
+{
+    w->hold->inflight++;
+    return w->hold;
+}
+void worker_drop_hold(struct worker *w, struct config_hold *h);
+static inline void worker_release_config(struct worker *w, struct config_hold *h)
+{
+    if (--h->inflight == 0 && h != w->hold)
+        worker_drop_hold(w, h);   /* the last request of a configuration the worker left */
+}
 bool workers_all_applied(unsigned gen);
 bool workers_all_exited(void);
 int worker_init_loop(struct worker *w);

@@ -260,7 +260,7 @@ static void close_listener(struct worker *w, int l)
     wl->serial = 0;
 }
 
-static void drop_hold(struct worker *w, struct config_hold *h)
+void worker_drop_hold(struct worker *w, struct config_hold *h)
 {
     for (struct config_hold **p = &w->retired; *p; p = &(*p)->next)
         if (*p == h) {
@@ -269,18 +269,6 @@ static void drop_hold(struct worker *w, struct config_hold *h)
         }
     config_unref(h->cfg);
     sc_free(h);
-}
-
-struct config_hold *worker_hold_config(struct worker *w)
-{
-    w->hold->inflight++;
-    return w->hold;
-}
-
-void worker_release_config(struct worker *w, struct config_hold *h)
-{
-    if (--h->inflight == 0 && h != w->hold)
-        drop_hold(w, h);
 }
 
 int worker_use_config(struct worker *w, struct config *c)

@@ -74,6 +74,7 @@
 #include <strings.h>
 
 #include "http1_syntax.h"
+#include "host.h"
 #include "httpdate.h"
 #include "runtime/runtime.h"
 #include "proto/h1.h"
@@ -314,43 +315,6 @@ static int on_version_complete(llhttp_t *p)
     return 0;
 }
 
-/* RFC 3986's host [":" port], as Host carries it and an absolute-form target's authority:
- * an IP literal in brackets, or reg-name/IPv4 characters; the port digits only.  No
- * userinfo (RFC 9110 section 4.2.4).  Every request has one: a byte's classes are one
- * table load (ctype and strchr per byte were 290 instructions of a small request). */
-enum { AU_REG = 1, AU_IP = 2, AU_DIGIT = 4 };
-#define AU_HEX (AU_REG | AU_IP)
-static const uint8_t authority_class[256] = {
-    ['0' ... '9'] = AU_REG | AU_IP | AU_DIGIT, ['a' ... 'f'] = AU_HEX, ['A' ... 'F'] = AU_HEX,
-    ['g' ... 'z'] = AU_REG, ['G' ... 'Z'] = AU_REG, [':'] = AU_IP, ['.'] = AU_REG | AU_IP,
-    ['-'] = AU_REG, ['_'] = AU_REG, ['~'] = AU_REG, ['%'] = AU_REG, ['!'] = AU_REG, ['$'] = AU_REG,
-    ['&'] = AU_REG, ['\''] = AU_REG, ['('] = AU_REG, [')'] = AU_REG, ['*'] = AU_REG, ['+'] = AU_REG,
-    [','] = AU_REG, [';'] = AU_REG, ['='] = AU_REG,
-};
-
-static bool authority_valid(const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    if (n && u[0] == '[') {
-        for (i = 1; i < n && u[i] != ']'; i++)
-            if (!(authority_class[u[i]] & AU_IP))
-                return false;
-        if (i == n)
-            return false;
-        i++;
-    } else {
-        while (i < n && (authority_class[u[i]] & AU_REG))
-            i++;
-    }
-    if (i < n && u[i++] != ':')
-        return false;
-    for (; i < n; i++)
-        if (!(authority_class[u[i]] & AU_DIGIT))
-            return false;
-    return true;
-}
-
 /* A field of the head or of the trailers, complete: its name checked and lower-cased,
  * its value trimmed and checked. */
 static int on_header_value_complete(llhttp_t *p)
@@ -375,8 +339,8 @@ static int on_header_value_complete(llhttp_t *p)
     }
     struct h1_request *r = h->cur;
     if (nl == 4 && !memcmp(name, "host", 4)) {
-        if (h->host_seen || !authority_valid(value, vl))
-            return fail(p, 400);   /* RFC 9112 3.2: more than one Host, or an invalid one */
+        if (h->host_seen)
+            return fail(p, 400);   /* RFC 9112 3.2: more than one Host (its value: once the head is in) */
         h->host_seen = true;
     }
     if (nl == 6 && !memcmp(name, "expect", 6)) {
@@ -408,7 +372,7 @@ static bool h2c_upgrade_asked(struct conn *c, struct h1_request *r)
  * with where its authority and path start, 0 if the target is not one, -1 if it is a
  * bad one (another scheme, an empty or invalid authority, userinfo).  An empty path
  * becomes "/", made room for in the target's buffer. */
-static int absolute_form(struct buf *t, size_t *auth_off, size_t *auth_len, size_t *path_off)
+static int absolute_form(struct buf *t, size_t *auth_off, size_t *auth_len, size_t *path_off, int *host_len)
 {
     size_t n = t->len, s = 0;
     if (t->data[0] == '/')
@@ -422,7 +386,7 @@ static int absolute_form(struct buf *t, size_t *auth_off, size_t *auth_len, size
     size_t e = s;
     while (e < n && t->data[e] != '/' && t->data[e] != '?' && t->data[e] != '#')
         e++;
-    if (e == s || !authority_valid(t->data + s, e - s) || (t->data[s] == ':'))
+    if (e == s || (*host_len = host_span(t->data + s, e - s)) <= 0)
         return -1;                 /* RFC 9110 4.2.1: an http URI's host is never empty */
     if (e == n || t->data[e] != '/') {
         if (buf_reserve(t, 1))
@@ -454,16 +418,25 @@ static int on_headers_complete(llhttp_t *p)
     if (p->http_minor == 0 && h->te_seen)
         return fail(p, 400);       /* RFC 9112 6.1: HTTP/1.0 framing is faulty with it; closes */
     size_t auth_off = 0, auth_len = 0, path_off = 0;
-    int absolute = h->target.len ? absolute_form(&h->target, &auth_off, &auth_len, &path_off) : -1;
+    int target_host = 0;
+    int absolute = h->target.len ? absolute_form(&h->target, &auth_off, &auth_len, &path_off, &target_host) : -1;
     if (absolute < 0)
         return fail(p, 400);
+    /* Host is checked (RFC 9112 3.2: 400 for an invalid one) even where the target names
+     * the request's host, and measured here once: routing does not measure it again. */
+    const char *host_field = req_known(&r->r, KF_HOST);
+    int host_field_len = host_length(host_field);
+    if (host_field_len < 0)
+        return fail(p, 400);
+    r->r.host_len = (uint8_t)(absolute ? target_host : host_field_len);
+    r->r.host_checked = true;
     bool asterisk = h->target.len == 1 && h->target.data[0] == '*';
     if (!absolute && h->target.data[0] != '/' && !(asterisk && p->method == HTTP_OPTIONS))
         return fail(p, 400);       /* origin-form, absolute-form or OPTIONS * only (3.2) */
     /* The authority: an absolute-form target's, which Host then only has to be present
      * and valid for (3.2.2); else Host's, copied first - adding fields may move the
      * buffer it points into. */
-    const char *host = absolute ? h->target.data + auth_off : req_known(&r->r, KF_HOST);
+    const char *host = absolute ? h->target.data + auth_off : host_field;
     size_t host_len = absolute ? auth_len : host ? strlen(host) : 0;
     char host_copy[1024];
     if (host_len >= sizeof host_copy)

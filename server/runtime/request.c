@@ -36,6 +36,7 @@
 
 #include "copy.h"
 #include "fieldcopy.h"
+#include "host.h"
 #include "httpdate.h"
 #include "runtime/runtime.h"
 #include "scalloc.h"
@@ -546,6 +547,25 @@ struct req_fields *req_fields_new(const struct header *h, size_t n)
 
 void req_fields_free(struct req_fields *f) { sc_free(f); }
 
+/* The fields loc adds to an answer of this status: their bytes as laid out (out NULL),
+ * or their count, put at *out. */
+static __attribute__((noinline)) size_t added_fields(const struct location *loc, int status, char **out)
+{
+    bool success = (status >= 200 && status <= 206) || status == 301 || status == 302 || status == 303 ||
+                   status == 304 || status == 307 || status == 308;
+    size_t n = loc->nheaders < MAX_LOCATION_FIELDS ? loc->nheaders : MAX_LOCATION_FIELDS, bytes = 0, count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct added_header *a = &loc->headers[i];
+        if (!a->always && !success)
+            continue;
+        bytes += RESP_FIELD_OVERHEAD + (size_t)a->name_len + a->value_len;
+        count++;
+        if (out)
+            *out = put_field(*out, a->name, a->name_len, a->value, a->value_len);
+    }
+    return out ? count : bytes;
+}
+
 static int respond(struct request *r, int status, const struct req_fields *pre, const struct header *h, size_t n,
                    int64_t length)
 {
@@ -575,16 +595,11 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
         need += RESP_FIELD_OVERHEAD + (size_t)len[2 * i] + len[2 * i + 1];
     }
     /* The location's own fields, as nginx's add_header: on success and redirects, or
-     * with "always" on every status. */
-    const struct added_header *extra = r->loc ? r->loc->headers : NULL;
-    size_t nextra = r->loc ? r->loc->nheaders : 0;
-    if (nextra > MAX_LOCATION_FIELDS)
-        nextra = MAX_LOCATION_FIELDS;
-    bool success = (status >= 200 && status <= 206) || status == 301 || status == 302 || status == 303 ||
-                   status == 304 || status == 307 || status == 308;
-    for (size_t i = 0; i < nextra; i++)
-        if (extra[i].always || success)
-            need += RESP_FIELD_OVERHEAD + (size_t)extra[i].name_len + extra[i].value_len;
+     * with "always" on every status (most locations add none: nothing more to do). */
+    const struct location *loc = r->loc;
+    size_t nextra = loc ? loc->nheaders : 0;
+    if (nextra)
+        need += added_fields(loc, status, NULL);
     if (reserve(r, &r->resp, need, 0))
         return -1;
     size_t was = r->resp.len;
@@ -599,11 +614,8 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     for (size_t i = 0; i < n; i++)
         p = put_field(p, h[i].name, len[2 * i], h[i].value, len[2 * i + 1]);
     uint32_t added = 0;
-    for (size_t i = 0; i < nextra; i++)
-        if (extra[i].always || success) {
-            p = put_field(p, extra[i].name, extra[i].name_len, extra[i].value, extra[i].value_len);
-            added++;
-        }
+    if (nextra)
+        added = (uint32_t)added_fields(loc, status, &p);
     r->resp.len = (size_t)(p - r->resp.data);
     r->nresp = (uint16_t)(r->nresp + n + lead_n + (pre ? pre->n : 0) + added);
     r->status = status;
@@ -956,6 +968,7 @@ int req_wait_fd(struct request *r, int fd, int events, double timeout)
 const char *req_method(const struct request *r) { return r->method; }
 const char *req_target(const struct request *r) { return r->target; }
 const char *req_authority(const struct request *r) { return r->authority ? r->authority : ""; }
+int req_host_length(const struct request *r) { return r->host_checked ? r->host_len : host_length(r->authority); }
 const char *req_protocol(const struct request *r)
 {
     static const char *const names[] = { [REQ_HTTP1] = "http/1.1", [REQ_H2] = "h2", [REQ_H2C] = "h2c" };

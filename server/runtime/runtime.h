@@ -83,6 +83,7 @@ struct request {
     bool body_asked : 1;                  /* body_wanted was called */
     bool upgrade_offered : 1;             /* the front end can tunnel it (req_upgrade) */
     bool tunnel : 1;                      /* answered 101: a tunnel both ways */
+    bool host_checked : 1;                /* host_len is the authority's host (the front end measured it) */
     uint16_t nresp;                       /* response fields in resp */
     /* Room the front end allocated with the request (request_set_store), store_off bytes
      * after it: the head, then the response fields, live there while they fit, and cost
@@ -102,6 +103,7 @@ struct request {
     uint64_t body_max, body_seen;         /* the body limit (0: none) and the bytes received */
     bool body_over;                       /* past body_max: the rest is dropped */
     bool client_set;                      /* a trusted proxy named the client */
+    uint8_t host_len;                     /* host_length(authority), if host_checked */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;

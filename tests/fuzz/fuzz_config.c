@@ -29,6 +29,9 @@ static void probe(const struct config *c, const char *line)
 {
     char host[256], path[2048];
     int hl = host_normalize(line, host, sizeof host);
+    int span = host_span(line, strlen(line));
+    if ((hl < 0) != (span < 0) || (hl >= 0 && hl != span))
+        abort();                    /* HTTP/1.1's check of Host judges as routing's */
     if (hl > 0)
         for (int i = 0; i < hl; i++)
             if (isupper((unsigned char)host[i]) || strchr(" /\\?#@\"<>", host[i]) || (unsigned char)host[i] < 0x21)

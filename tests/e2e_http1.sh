@@ -102,27 +102,14 @@ start_daemon
 H="http://127.0.0.1:$PORT"
 if command -v nginx >/dev/null; then
   NPORT=$(free_port)             # not PORT + 2: that one may be taken by another program
-  mkdir -p "$TMP/nginx"
-  chmod a+x "$TMP"; chmod a+rwx "$TMP/nginx"     # nginx's workers run as another user
-  cat > "$TMP/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log;
-events { worker_connections 256; }
-http {
-  access_log off;
+  start_nginx <<EOF
   client_max_body_size 10m;
-  client_body_temp_path $TMP/nginx; proxy_temp_path $TMP/nginx; fastcgi_temp_path $TMP/nginx;
-  uwsgi_temp_path $TMP/nginx; scgi_temp_path $TMP/nginx;
   upstream h2park { server 127.0.0.1:$PORT; keepalive 4; }
   server {
     listen 127.0.0.1:$NPORT;
     location / { proxy_pass http://h2park; proxy_http_version 1.1; proxy_set_header Connection ""; }
   }
-}
 EOF
-  nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" & NGPID=$!; PIDS="$PIDS $NGPID"
   for i in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$NPORT/-/healthz" && break; sleep 0.1; done
   before=$(stat_of conns_total)
   ok_count=0

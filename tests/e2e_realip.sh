@@ -23,16 +23,7 @@ site "$P" X-Forwarded-For > "$TMP/a.conf"
 site "$P2" Forwarded > "$TMP/b.conf"
 start_config "$TMP/a.conf" "$P" || exit 1
 "$H2PARK" -c "$TMP/b.conf" > "$TMP/b.log" 2>&1 & B=$!; PIDS="$PIDS $B"
-mkdir -p "$TMP/nginx"
-cat > "$TMP/nginx/nginx.conf" <<EOF
-daemon off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/nginx; proxy_temp_path $TMP/nginx; fastcgi_temp_path $TMP/nginx;
-  uwsgi_temp_path $TMP/nginx; scgi_temp_path $TMP/nginx;
+start_nginx <<EOF
   server {
     listen 127.0.0.1:$N;
     location / {
@@ -46,9 +37,7 @@ http {
       proxy_set_header Forwarded "for=\$remote_addr;proto=\$scheme";
     }
   }
-}
 EOF
-nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" & NG=$!; PIDS="$PIDS $NG"
 for i in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$N/-/healthz" && curl -s -o /dev/null "http://127.0.0.1:$P2/-/healthz" && break; sleep 0.1; done
 via() { curl -s -m 5 --interface "$1" "${@:3}" "http://127.0.0.1:$N$2"; }
 code_via() { curl -s -m 5 -o /dev/null -w '%{http_code}' --interface "$1" "${@:3}" "http://127.0.0.1:$N$2"; }
@@ -82,5 +71,5 @@ check realip_garbage_and_long_chains $? "$(curl -s -H 'X-Forwarded-For: 203.0.11
 [ "$(via 127.0.0.5 /fwd/ip)" = 127.0.0.5 ]; check realip_forwarded_from_nginx $? "$(via 127.0.0.5 /fwd/ip)"
 [ "$(curl -s -H 'X-Forwarded-For: 203.0.113.9' "http://127.0.0.1:$P2/ip")" = 127.0.0.1 ]
 check realip_only_the_configured_header $? "$(curl -s -H 'X-Forwarded-For: 203.0.113.9' "http://127.0.0.1:$P2/ip")"
-kill "$NG" "$B" 2>/dev/null; wait "$NG" "$B" 2>/dev/null
+kill "$NGPID" "$B" 2>/dev/null; wait "$NGPID" "$B" 2>/dev/null
 stop_daemon

@@ -175,6 +175,21 @@ start_haproxy_http() {
   haproxy -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 & HPPID=$!; PIDS="$PIDS $HPPID"
 }
 
+# start_nginx < HTTP-BLOCK: nginx in the foreground, as a child of this test (sets NGPID),
+# with its pid, error log and temporary files in $TMP/nginx, no access log, and the lines
+# read from stdin (upstreams, servers) inside its http block.
+start_nginx() {
+  mkdir -p "$TMP/nginx"
+  chmod a+x "$TMP"; chmod a+rwx "$TMP/nginx"     # nginx's workers run as another user
+  { printf 'worker_processes 1;\ndaemon off;\npid %s/nginx.pid;\nerror_log %s/error.log;\n' "$TMP/nginx" "$TMP/nginx"
+    printf 'events { worker_connections 256; }\nhttp {\n  access_log off;\n'
+    printf '  client_body_temp_path %s; proxy_temp_path %s; fastcgi_temp_path %s;\n' "$TMP/nginx" "$TMP/nginx" "$TMP/nginx"
+    printf '  uwsgi_temp_path %s; scgi_temp_path %s;\n' "$TMP/nginx" "$TMP/nginx"
+    cat
+    printf '}\n'; } > "$TMP/nginx/nginx.conf"
+  nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" & NGPID=$!; PIDS="$PIDS $NGPID"
+}
+
 # get PORT PATH: the body of an HTTP/1.1 GET (empty if it failed).
 get() { curl -s -m 5 "http://127.0.0.1:$1$2"; }
 code() { curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1$2"; }

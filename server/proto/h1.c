@@ -121,7 +121,7 @@ struct h1_conn {
     int error;                     /* the status a bad head gets */
 };
 
-static const llhttp_settings_t *parser_settings(void);
+static const llhttp_settings_t parser_settings;   /* below, after its callbacks */
 extern const struct request_ops h1_request_ops;
 
 /* What a waiting HTTP/1.1 request holds beside its connection: keep it in the 576-byte class. */
@@ -166,7 +166,7 @@ static struct h1_conn *state(struct conn *c)
 {
     struct h1_conn *h = H(c);
     if (!h && (h = sc_calloc(1, sizeof *h))) {
-        llhttp_init(&h->parser, HTTP_REQUEST, parser_settings());
+        llhttp_init(&h->parser, HTTP_REQUEST, &parser_settings);
         /* Any digit.digit version reaches on_version_complete, which judges it. */
         h->parser.lenient_flags |= LENIENT_VERSION;
         h->parser.data = c;
@@ -502,25 +502,21 @@ static int on_message_complete(llhttp_t *p)
     return HPE_PAUSED;             /* the next request waits for this response */
 }
 
-static const llhttp_settings_t *parser_settings(void)
-{
-    static llhttp_settings_t s;
-    static bool done;
-    if (!done) {
-        llhttp_settings_init(&s);
-        s.on_message_begin = on_message_begin;
-        s.on_url = on_url;
-        s.on_version_complete = on_version_complete;
-        s.on_header_field = on_header_field;
-        s.on_header_value = on_header_value;
-        s.on_header_value_complete = on_header_value_complete;
-        s.on_headers_complete = on_headers_complete;
-        s.on_body = on_body;
-        s.on_message_complete = on_message_complete;
-        done = true;
-    }
-    return &s;
-}
+/* Built by the compiler, not on first use: workers start parsers at the same time, and a
+   block filled in by one thread was read half-written by another (a flag set before the
+   fields is a store the compiler may move). llhttp_settings_init only zeroes a block. */
+static const llhttp_settings_t parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_version_complete = on_version_complete,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
 
 /* ---- Upgrade: h2c ---- */
 

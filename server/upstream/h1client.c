@@ -166,28 +166,22 @@ static int on_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
-static const llhttp_settings_t *settings(void)
-{
-    static llhttp_settings_t s;
-    static bool done;
-    if (!done) {
-        llhttp_settings_init(&s);
-        s.on_message_begin = on_message_begin;
-        s.on_header_field = on_header_field;
-        s.on_header_value = on_header_value;
-        s.on_header_value_complete = on_header_value_complete;
-        s.on_headers_complete = on_headers_complete;
-        s.on_body = on_body;
-        s.on_message_complete = on_message_complete;
-        done = true;
-    }
-    return &s;
-}
+/* Built by the compiler, as the request parser's is (server/proto/h1.c says why). */
+static const llhttp_settings_t settings = {
+    .on_message_begin = on_message_begin,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
 
 void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, uint32_t head_max)
 {
     memset(p, 0, sizeof *p);
-    llhttp_init(&p->parser, HTTP_RESPONSE, settings());
+    llhttp_init(&p->parser, HTTP_RESPONSE, &settings);
     p->head_request = head_request;
     p->upgrade_asked = upgrade_asked;
     p->head_max = head_max;

@@ -113,6 +113,9 @@ ssize_t req_read_body(struct request *r, void *buf, size_t len);
  * For HEAD the same length is announced and no body goes out.  Headers are copied;
  * content-length is the front end's to send. */
 enum { BODY_NONE = -2, BODY_STREAM = -1 };
+/* At most this many fields h[] (a location's own fields count against it too); more are
+ * dropped. */
+enum { REQ_RESPONSE_FIELDS_MAX = 64 };
 int req_respond(struct request *r, int status, const struct header *h, size_t n, int64_t length);
 /* A body of len bytes from off in a file, or from mem when it is not NULL (a copy of
  * the file).  The source is reference-counted by its owner: hold(arg) takes one more

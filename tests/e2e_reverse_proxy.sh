@@ -165,6 +165,26 @@ curl -s -o /dev/null "http://127.0.0.1:$P/reset"; rc=$?
 curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$P/reset"; rc=$?
 [ $rc = 92 ] || [ $rc = 56 ] || [ $rc = 18 ]; check reset_mid_body_h2_stream_reset $? "curl exit $rc"
 got=$(curl -s -m 10 "http://127.0.0.1:$P/slow-body"); [ "$got" = 1234567890 ]; check slow_body_within_read_timeout_passes $? "'$got'"
+# 204 and 304 end at their head whatever length they name (llhttp ends them there): no
+# wait for a body that never comes, no timeout counted against the server.
+w=$(curl -s -m 10 -o /dev/null -o /dev/null -o /dev/null -w '%{http_code} %{time_total}\n' \
+  "http://127.0.0.1:$P/not-modified" "http://127.0.0.1:$P/no-content-te" "http://127.0.0.1:$P/ok")
+codes=$(awk '{printf "%s ", $1}' <<< "$w"); slowest=$(awk '$2 > m { m = $2 } END { print m + 0 }' <<< "$w")
+[ "$codes" = "304 204 200 " ] && awk -v s="$slowest" 'BEGIN { exit !(s < 0.8) }'
+check not_modified_and_no_content_end_at_head $? "$(tr '\n' ';' <<< "$w")"
+sleep 1.5    # past proxy_read_timeout: a handler left waiting for the body has failed by now
+errs=$(grep -E '/not-modified|/no-content-te' "$TMP/daemon.log")
+[ -z "$errs" ]; check not_modified_and_no_content_no_upstream_error $? "$errs"
+# More fields than a response passes on: 502, never a head with fields cut away, nor a
+# write past the field array (a 101 has one field more of its own).
+[ "$(st /many-fields)" = 502 ]; check too_many_upstream_fields_502 $? "$(head -c 200 "$TMP/body.out")"
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+  -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' "http://127.0.0.1:$P/switch-many")
+[ "$code" = 502 ] && kill -0 "$DPID"; check too_many_fields_in_101_502 $? "code $code"
+many=(); for i in $(seq 1 130); do many+=(-H "X-N$i: $i"); done
+code=$(curl -s -m 5 -o "$TMP/body.out" -w '%{http_code}' "${many[@]}" "http://127.0.0.1:$P/head-fields")
+[ "$code" = 431 ]; check request_with_more_fields_than_passed_on_431 $? "code $code: $(head -c 120 "$TMP/body.out")"
+grep -q 'too many header fields' "$TMP/daemon.log"; check too_many_fields_cause_logged $? "$(grep -i field "$TMP/daemon.log" | tail -1)"
 grep -q '"upstream_error":"upstream timed out' "$TMP/faults.access" && grep -q '"status":504' "$TMP/faults.access"
 check access_log_upstream_error $? "$(grep 504 "$TMP/faults.access" | tail -1)"
 # Churn: faults and successes, many times; then no connection is left and the heap is back.
@@ -229,6 +249,11 @@ PORT=$P; start_config "$TMP/locations.conf" "$P"
 f=$(curl -s "http://127.0.0.1:$P/app/fields?x=1")
 case "$f" in *"host=backend.internal|"*"conn=close|"*"uri=/fields?x=1|"*) r=0 ;; *) r=1 ;; esac
 check location_path_replaced_site_host_group_keepalive_0 $r "$f"
+# The location was chosen by the decoded path: the swap is made on it too, never on the raw
+# target (which left /%61pp/ and //app/ unswapped, reaching the upstream's tree as they came).
+f1=$(curl -s --path-as-is "http://127.0.0.1:$P/%61pp/fields?x=1"); f2=$(curl -s --path-as-is "http://127.0.0.1:$P//app/fields")
+case "$f1|$f2" in *"uri=/fields?x=1|"*"|"*"uri=/fields|"*) r=0 ;; *) r=1 ;; esac
+check location_path_swapped_on_decoded_path $r "$f1 / $f2"
 f=$(curl -s "http://127.0.0.1:$P/exact")
 case "$f" in *"host=backend.internal|"*"uri=/fields|"*) r=0 ;; *) r=1 ;; esac
 check exact_location_to_its_uri $r "$f"

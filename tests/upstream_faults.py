@@ -22,6 +22,10 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /switch-unasked  a 101 whatever was asked, then what looks like a second response
   /switch-nameless a 101 without the Upgrade field that names the protocol
   /head-fields     200, the body is the request's fields as name=value|, sorted
+  /not-modified    304 with the Content-Length of the 200 it stands for (RFC 9110 8.6), no body
+  /no-content-te   204 naming chunked coding, no body
+  /many-fields     200 with 100 fields besides Content-Length
+  /switch-many     a 101 naming websocket with 130 fields, then nothing
 Anything the request carries as a body is read (Content-Length or chunked) first.
 """
 import socket
@@ -131,6 +135,17 @@ class Handler(socketserver.BaseRequestHandler):
                 return
             elif path == "/head-fields":
                 respond(s, "200 OK", ("".join("%s=%s|" % kv for kv in sorted(headers.items())) + "\n").encode())
+            elif path == "/not-modified":
+                s.sendall(b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\nContent-Length: 10\r\n\r\n")
+            elif path == "/no-content-te":
+                s.sendall(b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n")
+            elif path == "/many-fields":
+                respond(s, "200 OK", b"ok\n", "".join("X-F%d: %d\r\n" % (i, i) for i in range(100)))
+            elif path == "/switch-many":
+                s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+                          b"".join(b"X-F%d: %d\r\n" % (i, i) for i in range(130)) + b"\r\n")
+                time.sleep(1)
+                return
             elif path == "/sse":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 s.sendall(b"9\r\ndata: 1\n\n\r\n")

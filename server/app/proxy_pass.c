@@ -32,6 +32,7 @@
  * upstream only for an idempotent request whose body was not read (it cannot be sent
  * twice). */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,6 +87,42 @@ static int put_field(struct buf *b, const char *name, const char *value)
     return put(b, name) || put(b, ": ") || put(b, value) || put(b, "\r\n");
 }
 
+/* The rest of a decoded path, escaped again for a request line: what is not a path
+ * character (RFC 3986 3.3) goes as %XX, '%' among them. */
+static int put_path_escaped(struct buf *b, const char *path)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    int rc = 0;
+    for (const unsigned char *c = (const unsigned char *)path; *c && !rc; c++) {
+        if (isalnum(*c) || strchr("-._~!$&'()*+,;=:@/", *c))
+            rc = buf_append(b, (const char *)c, 1);
+        else
+            rc = buf_append(b, (char[]){ '%', hex[*c >> 4], hex[*c & 15] }, 3);
+    }
+    return rc;
+}
+
+/* The target upstream when proxy_pass gives a path: the location's part of the request's
+ * decoded path (the one the location was chosen by) swapped for it, the rest escaped
+ * again, the query as it came, as nginx does. A raw target is never cut by the decoded
+ * location: /%61pi/x or //api/x matched location /api/ and must not reach the upstream's
+ * /api/ unswapped. */
+static int put_replaced_target(struct buf *head, const char *uri, const char *target, const struct location *loc)
+{
+    size_t tl = strlen(target);
+    char *path = sc_malloc(tl + 2);
+    if (!path)
+        return -1;
+    int pl = path_decode(target, path, tl + 1, NULL);
+    int rc = -1;
+    if (pl >= 0 && (size_t)pl >= loc->path_len && !memcmp(path, loc->path, loc->path_len)) {
+        const char *query = strchr(target, '?');
+        rc = put(head, uri) || put_path_escaped(head, path + loc->path_len) || (query && put(head, query));
+    }
+    sc_free(path);
+    return rc;
+}
+
 /* A field the client sent several times, its values joined by sep, after earlier ones. */
 static int join(struct buf *b, const char *value, const char *sep)
 {
@@ -100,16 +137,17 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
                       bool *chunked)
 {
     const struct location *loc = req_location(r);
-    struct header h[FIELDS_MAX];
-    size_t n = req_headers(r, h, FIELDS_MAX);
+    struct header h[FIELDS_MAX + 1];
+    size_t n = req_headers(r, h, FIELDS_MAX + 1);
+    if (n > FIELDS_MAX)
+        return -2;                 /* more fields than are passed on: 431, none dropped */
     const char *connection = req_header(r, "connection");
     const char *target = req_target(r), *authority = req_authority(r);
     bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
     struct buf cookie = { 0 }, xff = { 0 }, fwd = { 0 }, via = { 0 };
     int rc = put(head, req_method(r)) || put(head, " ");
-    size_t ll = loc->path_len;
-    if (pc->uri[0] && !strncmp(target, loc->path, ll))
-        rc = rc || put(head, pc->uri) || put(head, target + ll);
+    if (pc->uri[0])
+        rc = rc || put_replaced_target(head, pc->uri, target, loc);
     else
         rc = rc || put(head, target);
     rc = rc || put(head, " HTTP/1.1\r\n");
@@ -310,7 +348,7 @@ static int respond(struct exchange *x)
 {
     struct request *r = x->r;
     struct h1_response *p = &x->resp;
-    struct header h[FIELDS_MAX];
+    struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
     const char *connection = NULL, *via = NULL, *upgrade = NULL;
     for (size_t off = 0; off < p->fields.len;) {
@@ -321,7 +359,7 @@ static int respond(struct exchange *x)
         else if (!strcmp(name, "upgrade"))
             upgrade = value;
     }
-    for (size_t off = 0; off < p->fields.len && n < FIELDS_MAX - 1;) {
+    for (size_t off = 0; off < p->fields.len;) {
         const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
         if (hop_by_hop(name, connection) || !strcmp(name, "content-length") || !strcmp(name, "date") ||
@@ -330,6 +368,12 @@ static int respond(struct exchange *x)
         if (!strcmp(name, "via")) {
             via = value;
             continue;
+        }
+        /* Room kept for Via and Upgrade; a head with more is refused (502, as nginx's
+         * "too big header"), never passed on with fields cut away. */
+        if (n == REQ_RESPONSE_FIELDS_MAX - 2) {
+            p->error = "upstream sent too many header fields";
+            return -2;
         }
         h[n++] = (struct header){ name, value };
     }
@@ -515,10 +559,14 @@ void proxy_pass_handle(struct request *r)
     const char *upgrade = req_upgrade(r);
     if (upgrade && !http_list_has(upgrade, "websocket"))
         upgrade = NULL;
-    if (!x || build_head(r, pc, upgrade, &head, &chunked)) {
+    int built = x ? build_head(r, pc, upgrade, &head, &chunked) : -1;
+    if (built) {
         sc_free(x);
         buf_free(&head);
-        reply_text(r, 500, "500 Internal Server Error\n");
+        if (built == -2)
+            reply_text(r, 431, "431 Request Header Fields Too Large\n");
+        else
+            reply_text(r, 500, "500 Internal Server Error\n");
         return;
     }
     x->r = r;

@@ -42,7 +42,7 @@
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
-#define MAX_FIELDS 64          /* response fields a handler may give (a proxied response has many) */
+#define MAX_FIELDS REQ_RESPONSE_FIELDS_MAX
 #define MAX_LOCATION_FIELDS 30 /* ... and its location adds (the front ends take 100 in all) */
 
 static request_handler app_handler;

@@ -43,3 +43,10 @@ kill -0 "$other" 2>/dev/null && ! grep -q 'sleep 303' <<< "$out"
 check other_peoples_processes_left_alone $? "$out"
 # In a session of its own, it is not lib.sh's to clean up.
 kill "$other" 2>/dev/null; wait "$other" 2>/dev/null || true
+
+# A test named without its path runs as if given by path; a name that is no test fails
+# the run instead of being skipped.
+out=$(env -u H2PARK_TEST_TOKEN TESTS=test_copy E2E="e2e_no_such_script" bash tests/run.sh 2>&1); rc=$?
+[ $rc != 0 ] && grep -q '^  tests/test_copy: [1-9][0-9]* passed, 0 failed$' <<< "$out" &&
+  grep -q '^FAIL tests/e2e_no_such_script.sh: no such script$' <<< "$out"
+check tests_named_without_path $? "exit $rc: $out"

@@ -65,13 +65,17 @@ run_one() {
 
 # TESTS names the test programs of this build (the Makefile passes them; by default every
 # test_* in it), E2E the end-to-end scripts (by default every tests/e2e_*.sh); under
-# TSAN=1 the end-to-end scripts are left out.
+# TSAN=1 the end-to-end scripts are left out.  Either may be given by path or by bare
+# name (test_config, e2e_routes).
 for t in ${TESTS-"$BUILD"/tests/test_*}; do
+  [ -x "$t" ] || [ ! -x "$BUILD/tests/$t" ] || t=$BUILD/tests/$t
   [ -x "$t" ] || { echo "FAIL ${t#$BUILD/}: not built"; failed=$((failed + 1)); continue; }
   run_one "${t#$BUILD/}" "$t"
 done
 for t in ${E2E:-tests/e2e_*.sh}; do
-  [ -f "$t" ] && [ "$TSAN" = 0 ] || continue
+  [ -f "$t" ] || t=tests/${t%.sh}.sh
+  [ -f "$t" ] || { echo "FAIL $t: no such script"; failed=$((failed + 1)); continue; }
+  [ "$TSAN" = 0 ] || continue
   run_one "$(basename "$t")" bash "$t"
 done
 echo "$passed passed, $failed failed"

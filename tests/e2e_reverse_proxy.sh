@@ -93,6 +93,37 @@ check metrics_upstream $? "$(printf '%s' "$m" | grep upstream | head -5)"
 if command -v promtool >/dev/null; then
   printf '%s\n' "$m" | promtool check metrics >/dev/null 2>"$TMP/promtool.out"; check metrics_upstream_promtool $? "$(head -3 "$TMP/promtool.out")"
 fi
+# The dashboard's upstream table: the server as the daemon has it now, and drawn.
+d=$(curl -s "http://127.0.0.1:$P/-/dashboard/data")
+$PY -c 'import json, sys; u = json.loads(sys.argv[1])["upstreams"]; assert len(u) == 1 and u[0]["server"] == "127.0.0.1:" + sys.argv[2] and u[0]["upstream"] == "" and u[0]["up"] and u[0]["responses"][1] >= 7000 and u[0]["requests"] >= u[0]["responses"][1] and u[0]["idle"] >= 1 and u[0]["failures"] == 0, u' "$d" "$NG"
+check dashboard_upstream_data $? "$(grep -o '"upstreams".*' <<< "$d" | head -c 300)"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROMIUM" ]; then
+  dom=$(timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$TMP/chromium" \
+        --virtual-time-budget=3000 --dump-dom "http://127.0.0.1:$P/-/dashboard" 2>/dev/null)
+  row=$(grep -oE "<tr data-server=\"127.0.0.1:$NG\">.*</tr>" <<< "$dom" | head -1)
+  grep -q '<section id="upstreams">' <<< "$dom" && grep -q '<td>(location)</td><td>127.0.0.1:'$NG'</td><td>up</td>' <<< "$row" &&
+    grep -q '1 of 1 up' <<< "$dom"
+  check dashboard_upstream_table_in_chromium $? "$(head -c 400 <<< "$row")"
+else
+  echo "ok dashboard_upstream_table_in_chromium # SKIP chromium is not installed (apt-get install chromium)"
+fi
+stop_daemon
+
+# A server is named as the configuration spelled it: a unix socket's path with a quote and a
+# backslash stays one well-formed label in /metrics and one JSON string in the dashboard's data.
+odd="$TMP/q\"b\\c.sock"
+proxy_to odd "unix:$odd:"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/x")
+m=$(curl -s "http://127.0.0.1:$P/metrics"); d=$(curl -s "http://127.0.0.1:$P/-/dashboard/data")
+esc=$(sed 's/[\\"]/\\&/g' <<< "unix:$odd")
+[ "$code" = 502 ] && grep -qF "h2park_upstream_up{upstream=\"\",server=\"$esc\"} " <<< "$m" &&
+  $PY -c 'import json, sys; u = json.loads(sys.argv[1])["upstreams"]; assert [x["server"] for x in u] == [sys.argv[2]], u' "$d" "unix:$odd"
+check odd_server_name_escaped $? "code $code; $(grep upstream_up <<< "$m"); $(grep -o '"upstreams".*' <<< "$d" | head -c 300)"
+if command -v promtool >/dev/null; then
+  printf '%s\n' "$m" | promtool check metrics >/dev/null 2>"$TMP/promtool.out"; check odd_server_name_promtool $? "$(head -3 "$TMP/promtool.out")"
+fi
 stop_daemon
 
 # ---- aiohttp: streaming both ways ----

@@ -5,7 +5,9 @@
  * Every worker samples its own counters once a second (its tick) into a ring of its own
  * (DASHBOARD_SAMPLES: the last 10 minutes); process-wide figures (RSS, stack, heap) are
  * sampled by worker 0 alone.  /-/dashboard/data sums the rings second by second: a sample
- * counts for the second it was taken in, so workers need not tick in step.  The page
+ * counts for the second it was taken in, so workers need not tick in step.  The reverse
+ * proxy's upstream servers are not sampled: the data carries their counters as they are
+ * when it is asked for, and the page draws them as a table.  The page
  * (dashboard.html, embedded in the binary) is self-contained - no external script, font
  * or style - and draws SVG, so what it drew can be read back from the DOM. */
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "config.h"
 #include "counters.h"
 #include "scalloc.h"
+#include "upstream/upstream.h"
 
 #define DASHBOARD_SAMPLES 600
 #define MAX_RINGS 1024
@@ -84,9 +87,52 @@ static void page(struct request *r)
     }
 }
 
-/* {"now": S, "seconds": [...], "conns": [...], ...}: the last DASHBOARD_SAMPLES seconds,
- * oldest first, each the sum over the workers that sampled that second; seconds no
- * worker sampled are left out. */
+/* ,"upstreams":[{"upstream": G, "server": S, "up": B, "active": N, "idle": N, "requests": N,
+ * "responses": [1xx..5xx], "failures": N}, ...]: each upstream server now, summed over the
+ * workers (the page draws them as a table, and requests per second from one fetch to the
+ * next).  The server is named as the configuration spelled it: a unix socket's path may
+ * hold a quote or a backslash. */
+static void upstreams(struct buf *b, const struct config *cfg)
+{
+    struct upstream_stats u[MAX_UPSTREAM_TOTAL];
+    int n = upstream_stats_sum(cfg, u, MAX_UPSTREAM_TOTAL);
+    buf_append(b, ",\"upstreams\":[", 14);
+    for (int i = 0; i < n; i++) {
+        const struct upstream_server_conf *sv = &cfg->upstream_servers[i];
+        char item[6 * sizeof sv->text];
+        size_t k = 0;
+        for (const char *v = sv->text; *v; v++) {
+            unsigned char c = (unsigned char)*v;
+            if (c < 0x20 || c == 0x7f)
+                k += (size_t)snprintf(item + k, 8, "\\u%04x", c);
+            else {
+                if (c == '\\' || c == '"')
+                    item[k++] = '\\';
+                item[k++] = (char)c;
+            }
+        }
+        item[k] = 0;
+        uint64_t failures = 0;
+        for (int f = 0; f < UF_COUNT; f++)
+            failures += u[i].failures[f];
+        char text[sizeof item + 300];
+        int len = snprintf(text, sizeof text,
+                           "%s{\"upstream\":\"%s\",\"server\":\"%s\",\"backup\":%s,\"up\":%s,\"active\":%llu,\"idle\":%llu,"
+                           "\"requests\":%llu,\"responses\":[%llu,%llu,%llu,%llu,%llu],\"failures\":%llu}",
+                           i ? "," : "", sv->group, item, sv->backup ? "true" : "false", u[i].down ? "false" : "true",
+                           (unsigned long long)u[i].active, (unsigned long long)u[i].idle,
+                           (unsigned long long)u[i].requests, (unsigned long long)u[i].responses[0],
+                           (unsigned long long)u[i].responses[1], (unsigned long long)u[i].responses[2],
+                           (unsigned long long)u[i].responses[3], (unsigned long long)u[i].responses[4],
+                           (unsigned long long)failures);
+        buf_append(b, text, (size_t)len);
+    }
+    buf_append(b, "]", 1);
+}
+
+/* {"now": S, "seconds": [...], "conns": [...], ..., "upstreams": [...]}: the last
+ * DASHBOARD_SAMPLES seconds, oldest first, each the sum over the workers that sampled that
+ * second (seconds no worker sampled are left out), and the upstream servers now. */
 static void data(struct request *r)
 {
     uint64_t now = (uint64_t)req_now(r);
@@ -126,7 +172,9 @@ static void data(struct request *r)
             buf_append(&b, item, (size_t)len);
         }
     }
-    buf_append(&b, "]}\n", 3);
+    buf_append(&b, "]", 1);
+    upstreams(&b, req_config(r));
+    buf_append(&b, "}\n", 2);
     struct header h[] = { { "content-type", "application/json" }, { "cache-control", "no-store" } };
     if (req_respond(r, 200, h, 2, (int64_t)b.len) == 0 && !req_is_head(r)) {
         req_write(r, b.data, b.len);

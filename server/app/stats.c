@@ -169,9 +169,32 @@ static void family(struct buf *b, const char *name, const char *type, const char
 
 static void sample(struct buf *b, const char *name, const char *labels, double value)
 {
-    char text[512];
-    int n = snprintf(text, sizeof text, "%s%s %.17g\n", name, labels, value);
+    char text[40];
+    buf_append(b, name, strlen(name));
+    buf_append(b, labels, strlen(labels));
+    int n = snprintf(text, sizeof text, " %.17g\n", value);
     buf_append(b, text, (size_t)n);
+}
+
+/* {upstream="G",server="S"[,KEY="VALUE"]}: the server's address with backslash and quote
+ * escaped as Prometheus' text format reads them - a server is named as the configuration
+ * spelled it, and a unix socket's path may hold either (a group's name cannot). */
+static void server_labels(char *out, size_t cap, const struct upstream_server_conf *sv, const char *key,
+                          const char *value)
+{
+    char server[2 * sizeof sv->text];
+    size_t k = 0;
+    for (const char *v = sv->text; *v && k + 3 < sizeof server; v++) {
+        unsigned char c = (unsigned char)*v;
+        if (c == '\\' || c == '"')
+            server[k++] = '\\';
+        server[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    server[k] = 0;
+    if (key)
+        snprintf(out, cap, "{upstream=\"%s\",server=\"%s\",%s=\"%s\"}", sv->group, server, key, value);
+    else
+        snprintf(out, cap, "{upstream=\"%s\",server=\"%s\"}", sv->group, server);
 }
 
 static void metric(struct buf *b, const char *name, const char *type, const char *help, double value)
@@ -188,14 +211,13 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
     int n = upstream_stats_sum(cfg, u, MAX_UPSTREAM_TOTAL);
     if (!n)
         return;
-    char labels[300];
+    char labels[400];
     const struct upstream_server_conf *sv = cfg->upstream_servers;
     const char *const classes[] = { "1xx", "2xx", "3xx", "4xx", "5xx" };
     family(b, "h2park_upstream_responses_total", "counter", "Responses from each upstream server, by status class.");
     for (int i = 0; i < n; i++)
         for (int c = 0; c < 5; c++) {
-            snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",code=\"%s\"}", sv[i].group, sv[i].text,
-                     classes[c]);
+            server_labels(labels, sizeof labels, &sv[i], "code", classes[c]);
             sample(b, "h2park_upstream_responses_total", labels, (double)u[i].responses[c]);
         }
     family(b, "h2park_upstream_failures_total", "counter",
@@ -207,21 +229,20 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
     for (int i = 0; i < n; i++)
         for (int f = 0; f < UF_COUNT; f++)
             if (causes[f]) {
-                snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",cause=\"%s\"}", sv[i].group,
-                         sv[i].text, causes[f]);
+                server_labels(labels, sizeof labels, &sv[i], "cause", causes[f]);
                 sample(b, "h2park_upstream_failures_total", labels, (double)u[i].failures[f]);
             }
     family(b, "h2park_upstream_connections", "gauge", "Connections to each upstream server: in use (active) and pooled (idle).");
     for (int i = 0; i < n; i++) {
-        snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",state=\"active\"}", sv[i].group, sv[i].text);
+        server_labels(labels, sizeof labels, &sv[i], "state", "active");
         sample(b, "h2park_upstream_connections", labels, (double)u[i].active);
-        snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\",state=\"idle\"}", sv[i].group, sv[i].text);
+        server_labels(labels, sizeof labels, &sv[i], "state", "idle");
         sample(b, "h2park_upstream_connections", labels, (double)u[i].idle);
     }
     family(b, "h2park_upstream_up", "gauge",
            "1 if no worker leaves the upstream server out for its failures (passive health), else 0.");
     for (int i = 0; i < n; i++) {
-        snprintf(labels, sizeof labels, "{upstream=\"%s\",server=\"%s\"}", sv[i].group, sv[i].text);
+        server_labels(labels, sizeof labels, &sv[i], NULL, NULL);
         sample(b, "h2park_upstream_up", labels, u[i].down ? 0 : 1);
     }
 }

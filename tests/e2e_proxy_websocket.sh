@@ -19,16 +19,8 @@ for i in $(seq 1 50); do
   sleep 0.1
 done
 
-P=$(free_port); T=$(free_port)
-cat > "$TMP/ws.conf" <<EOF
-listen = 127.0.0.1:$P
-listen = 127.0.0.1:$T tls
-cert = $TMP/cert.pem
-key = $TMP/key.pem
-root = $TMP/www
-workers = 1
-access_log = $TMP/ws.access
-access_log_format = json
+proxy_conf_head ws > "$TMP/ws.conf"
+cat >> "$TMP/ws.conf" <<EOF
 location / {
     proxy_pass = http://127.0.0.1:$WS
     proxy_read_timeout = 120s

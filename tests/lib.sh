@@ -152,6 +152,15 @@ start_config() {
   return 1
 }
 
+# proxy_conf_head NAME: sets P and T to free ports and prints the top of a proxying test's
+# configuration (a cleartext and a TLS listener, the test's site, one worker, a JSON access
+# log in $TMP/NAME.access); the test adds its upstreams and locations.
+proxy_conf_head() {
+  P=$(free_port); T=$(free_port)
+  printf '%s\n' "listen = 127.0.0.1:$P" "listen = 127.0.0.1:$T tls" "cert = $TMP/cert.pem" "key = $TMP/key.pem" \
+    "root = $TMP/www" "workers = 1" "access_log = $TMP/$1.access" "access_log_format = json"
+}
+
 # reload_and_wait: SIGHUP, then wait until the daemon logs that every worker took the
 # new configuration or that the reload failed (the Nth such line, N counted before).
 reload_and_wait() {

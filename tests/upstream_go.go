@@ -1,0 +1,107 @@
+// An upstream for tests/e2e_proxy_peers.sh on Go's net/http (its own HTTP/1.1 server,
+// chunking and keep-alive) and gorilla/websocket:
+//
+//	/sse?n=N&gap=MS    server-sent events: N events "data: I", one every MS ms, each flushed
+//	/poll?ms=MS        a long poll: answers "done MS" after MS ms
+//	/ws                a WebSocket echo; the first message back is "hello"
+//	/headers           the request's fields, one "name: value" line each, sorted
+//	/upload            the request body's length and sha256, read as it streams
+//	/trailer           a chunked body with a trailer (X-Checksum)
+//	/conn              the remote address of the connection, so keep-alive can be counted
+//
+// Usage: upstream_go PORT
+package main
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func atoi(s string, def int) int {
+	if v, err := strconv.Atoi(s); err == nil {
+		return v
+	}
+	return def
+}
+
+func main() {
+	upgrader := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	http.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		n, gap := atoi(r.URL.Query().Get("n"), 3), atoi(r.URL.Query().Get("gap"), 300)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				time.Sleep(time.Duration(gap) * time.Millisecond)
+			}
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	})
+	http.HandleFunc("/poll", func(w http.ResponseWriter, r *http.Request) {
+		ms := atoi(r.URL.Query().Get("ms"), 1000)
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+			fmt.Fprintf(w, "done %d\n", ms)
+		case <-r.Context().Done():
+		}
+	})
+	http.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if c.WriteMessage(websocket.TextMessage, []byte("hello")) != nil {
+			return
+		}
+		for {
+			kind, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			if c.WriteMessage(kind, msg) != nil {
+				return
+			}
+		}
+	})
+	http.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
+		lines := []string{"host: " + r.Host}
+		for k, v := range r.Header {
+			lines = append(lines, strings.ToLower(k)+": "+strings.Join(v, ", "))
+		}
+		sort.Strings(lines)
+		fmt.Fprintln(w, strings.Join(lines, "\n"))
+	})
+	http.HandleFunc("/upload", func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		fmt.Fprintf(w, "%d %x\n", n, h.Sum(nil))
+	})
+	http.HandleFunc("/trailer", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		io.WriteString(w, "first part\n")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "second part\n")
+		w.Header().Set("X-Checksum", "abc123")
+	})
+	http.HandleFunc("/conn", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, r.RemoteAddr)
+	})
+	srv := &http.Server{Addr: "127.0.0.1:" + os.Args[1], ErrorLog: log.New(io.Discard, "", 0)}
+	log.Fatal(srv.ListenAndServe())
+}

@@ -27,7 +27,7 @@ struct header {
 enum known_field {
     KF_METHOD, KF_PATH, KF_AUTHORITY, KF_HOST, KF_CONTENT_LENGTH, KF_ACCEPT_ENCODING, KF_IF_MATCH,
     KF_IF_NONE_MATCH, KF_IF_MODIFIED_SINCE, KF_IF_UNMODIFIED_SINCE, KF_RANGE, KF_IF_RANGE, KF_USER_AGENT,
-    KF_REFERER, KF_UPGRADE, KF_CONNECTION, KF_HTTP2_SETTINGS, KF_COUNT
+    KF_REFERER, KF_UPGRADE, KF_CONNECTION, KF_HTTP2_SETTINGS, KF_PROTOCOL, KF_COUNT
 };
 
 /* The application: called once per request, in the request's coroutine. */
@@ -61,14 +61,16 @@ struct header req_header_at(const struct request *r, size_t i);
 /* Every field in the order received, pseudo-headers included, up to cap: how many. */
 size_t req_headers(const struct request *r, struct header *out, size_t cap);
 const char *req_scheme(const struct request *r);
-/* The protocol the client asks to switch to (its Upgrade field), when the front end can
- * hand it the connection: an HTTP/1.1 request without a body whose Connection names
- * upgrade.  NULL otherwise (HTTP/2 has no Upgrade; h2c's own is the front end's).  A
- * handler that answers 101 (with the upgrade field it switched to) turns the exchange
- * into a tunnel: from then on the request body is the client's bytes as they come, until
- * it closes its side; what the handler writes goes out as it is; and the connection ends
- * with the response.  Neither way has the request's own deadlines then: the handler
- * bounds the silence (req_wait_fd's timeout). */
+/* The protocol the client asks to switch to, when the front end can hand it over: an
+ * HTTP/1.1 request without a body whose Connection names upgrade (its Upgrade field), or
+ * an HTTP/2 extended CONNECT (RFC 8441: its :protocol; h2c's own Upgrade is the front
+ * end's).  NULL otherwise.  A handler that answers 101 (with the upgrade field it switched
+ * to) turns the exchange into a tunnel: from then on the request body is the client's
+ * bytes as they come, until it closes its side; what the handler writes goes out as it is.
+ * Over HTTP/1.1 the connection ends with the response; over HTTP/2 the client sees a 200
+ * without the upgrade field (RFC 8441 section 5) and the stream ends with the response.
+ * Neither way has the request's own deadlines then: the handler bounds the silence
+ * (req_wait_fd's timeout). */
 const char *req_upgrade(const struct request *r);
 /* A comma-separated field value (RFC 9110 5.6.1) names token, case aside. */
 bool http_list_has(const char *list, const char *token);      /* "https" over TLS, else "http" */

@@ -5,7 +5,8 @@
 # (tests/upstream_wsgi.py: a generator's chunked body, uploads) and h2o serving files, all
 # HTTP/1.1 upstreams behind one h2park; clients curl (HTTP/1.1, h2c, h2 over TLS),
 # python3-websockets, h2load and headless Chromium (a page whose script opens an
-# EventSource and a WebSocket through h2park over TLS).  Events reach the client as the
+# EventSource and a WebSocket through h2park over TLS, the WebSocket a stream of the page's
+# HTTP/2 connection: RFC 8441).  Events reach the client as the
 # upstream sends them, long polls park while they wait, and no upstream connection is left
 # in use once it is over.
 . "$(dirname "$0")/lib.sh"
@@ -27,7 +28,11 @@ GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$TMP/gocache" go build -o "$TM
 check go_upstream_builds $? "$(head -5 "$TMP/gobuild.log")"
 GO=$(free_port); GU=$(free_port); HO=$(free_port)
 "$TMP/upstream_go" "$GO" & PIDS="$PIDS $!"
-gunicorn --bind "127.0.0.1:$GU" --workers 2 --chdir "$HERE" --error-logfile "$TMP/gunicorn.log" upstream_wsgi:app & PIDS="$PIDS $!"
+gunicorn --bind "127.0.0.1:$GU" --workers 2 --chdir "$HERE" --error-logfile "$TMP/gunicorn.log" upstream_wsgi:app &
+GUPID=$!; PIDS="$PIDS $GUPID"
+# gunicorn's master replaces a worker that dies: lib.sh's kill -9 of the tree, workers first,
+# would leave it time to start another.  TERM stops it with its workers.
+trap 'kill -TERM $GUPID 2>/dev/null; wait $GUPID 2>/dev/null; cleanup' EXIT
 { echo "num-threads: 1"; echo "access-log: /dev/null"
   echo "listen:"; echo "  host: 127.0.0.1"; echo "  port: $HO"
   echo "hosts:"; echo "  default:"; echo "    paths:"; echo "      /:"; echo "        file.dir: $TMP/www"; } > "$TMP/h2o.conf"
@@ -175,6 +180,9 @@ EOF
         --virtual-time-budget=5000 --dump-dom "https://127.0.0.1:$T/peers.html" 2>/dev/null)
   grep -q '<div id="sse">sse:0;1;2;</div>' <<< "$dom" && grep -q '<div id="ws">ws:hello;from chromium;</div>' <<< "$dom"
   check chromium_eventsource_and_websocket_over_tls $? "$(grep -o '<div id=[^<]*</div>' <<< "$dom" | tr '\n' ' ')"
+  # Over the page's own HTTP/2 connection: RFC 8441's extended CONNECT, no connection of its own.
+  grep -q '"method":"CONNECT","target":"/go/ws","protocol":"h2","status":200' "$TMP/peers.access"
+  check chromium_websocket_over_http2_stream $? "$(grep '/go/ws' "$TMP/peers.access" | cut -c1-200)"
 else
   echo "ok chromium_eventsource_and_websocket_over_tls # SKIP chromium is not installed (apt-get install chromium)"
 fi

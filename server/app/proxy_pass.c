@@ -24,7 +24,11 @@
  * bytes both ways as they come, with the same bounds - one read buffer, freed whenever it
  * empties, and the request's output - so an idle tunnel waits holding no buffer.  Its
  * silence both ways is bounded by proxy_read_timeout, as in nginx; the upstream
- * connection is never pooled afterwards.
+ * connection is never pooled afterwards.  Over HTTP/2 (RFC 8441) the client's extended
+ * CONNECT goes upstream as that handshake, a GET with a Sec-WebSocket-Key of the proxy's
+ * own (an HTTP/2 client sends none), and the upstream's 101 must carry the key's
+ * Sec-WebSocket-Accept (RFC 6455 4.1) before the client is told 200: a 2xx that did not
+ * switch would tell it its tunnel is open, and is a 502.
  *
  * Failures map to nginx's statuses (502; 504 for timeouts; 503 when every server is at
  * max_conns), with the cause in the error log and the access log.  Another server is
@@ -38,6 +42,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #include "app/app.h"
 #include "config.h"
@@ -55,6 +63,7 @@ struct exchange {
     const struct proxy_conf *pc;   /* the request's location's */
     const struct upstream_server_conf *sc;   /* the server of this attempt, or NULL */
     const char *upgrade;           /* the client's Upgrade, passed on (websocket), or NULL */
+    char ws_key[25];               /* the handshake's key, when it is the proxy's own (HTTP/2), or "" */
     struct upstream_conn *uc;
     struct h1_response resp;
     struct buf rx;                 /* read from the upstream, not yet parsed */
@@ -129,12 +138,33 @@ static int join(struct buf *b, const char *value, const char *sep)
     return (b->len && put(b, sep)) || put(b, value);
 }
 
+/* base64 of 16 random bytes: a WebSocket handshake's key (RFC 6455 4.1), 24 characters. */
+static int websocket_key(char out[25])
+{
+    unsigned char nonce[16];
+    return RAND_bytes(nonce, sizeof nonce) == 1 && EVP_EncodeBlock((unsigned char *)out, nonce, sizeof nonce) == 24
+               ? 0 : -1;
+}
+
+/* Whether accept is the upstream's proof that it read key (RFC 6455 4.2.2). */
+static bool websocket_accepts(const char *key, const char *accept)
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    char text[24 + sizeof guid], want[29];
+    unsigned char digest[SHA_DIGEST_LENGTH];
+    snprintf(text, sizeof text, "%s%s", key, guid);
+    SHA1((const unsigned char *)text, strlen(text), digest);
+    EVP_EncodeBlock((unsigned char *)want, digest, sizeof digest);
+    return accept && !strcmp(accept, want);
+}
+
 /* The request head for the upstream: the target with the location's path swapped for
  * proxy_pass's (if it gives one, as nginx), the client's fields but the hop-by-hop ones,
- * and the proxy's own; upgrade, the protocol the client asks for, asked for again.
+ * and the proxy's own; upgrade, the protocol the client asks for, asked for again - for an
+ * HTTP/2 client's extended CONNECT as HTTP/1.1's handshake, with the key ws_key.
  * *chunked: the body goes with the chunked coding. */
-static int build_head(struct request *r, const struct proxy_conf *pc, const char *upgrade, struct buf *head,
-                      bool *chunked)
+static int build_head(struct request *r, const struct proxy_conf *pc, const char *upgrade, const char *ws_key,
+                      struct buf *head, bool *chunked)
 {
     const struct location *loc = req_location(r);
     struct header h[FIELDS_MAX + 1];
@@ -145,7 +175,7 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
     const char *target = req_target(r), *authority = req_authority(r);
     bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
     struct buf cookie = { 0 }, xff = { 0 }, fwd = { 0 }, via = { 0 };
-    int rc = put(head, req_method(r)) || put(head, " ");
+    int rc = put(head, ws_key[0] ? "GET" : req_method(r)) || put(head, " ");
     if (pc->uri[0])
         rc = rc || put_replaced_target(head, pc->uri, target, loc);
     else
@@ -156,7 +186,7 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
         const char *name = h[i].name, *value = h[i].value;
         if (name[0] == ':' || hop_by_hop(name, connection) || !strcmp(name, "host") ||
             !strcmp(name, "content-length") || !strcmp(name, "expect") || !strcmp(name, "x-forwarded-proto") ||
-            !strcmp(name, "x-forwarded-host"))
+            !strcmp(name, "x-forwarded-host") || (ws_key[0] && !strcmp(name, "sec-websocket-key")))
             continue;
         if (!strcmp(name, "cookie"))
             rc = join(&cookie, value, "; ");
@@ -188,7 +218,9 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
     buf_free(&via);
     *chunked = false;
     int64_t length = req_content_length(r);
-    if (length >= 0) {
+    if (upgrade) {
+        /* no body: the bytes after the handshake are the tunnel's */
+    } else if (length >= 0) {
         char text[24];
         snprintf(text, sizeof text, "%lld", (long long)length);
         rc = rc || put_field(head, "Content-Length", text);
@@ -197,7 +229,8 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
         rc = rc || put_field(head, "Transfer-Encoding", "chunked");
     }
     if (upgrade)
-        rc = rc || put_field(head, "Connection", "upgrade") || put_field(head, "Upgrade", upgrade);
+        rc = rc || put_field(head, "Connection", "upgrade") || put_field(head, "Upgrade", upgrade) ||
+             (ws_key[0] && put_field(head, "Sec-WebSocket-Key", ws_key));
     else if (!pc->group->servers[0].keepalive)
         rc = rc || put_field(head, "Connection", "close");
     return rc || put(head, "\r\n");
@@ -350,7 +383,7 @@ static int respond(struct exchange *x)
     struct h1_response *p = &x->resp;
     struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
-    const char *connection = NULL, *via = NULL, *upgrade = NULL;
+    const char *connection = NULL, *via = NULL, *upgrade = NULL, *accept = NULL;
     for (size_t off = 0; off < p->fields.len;) {
         const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
@@ -358,12 +391,22 @@ static int respond(struct exchange *x)
             connection = value;
         else if (!strcmp(name, "upgrade"))
             upgrade = value;
+        else if (!strcmp(name, "sec-websocket-accept"))
+            accept = value;
+    }
+    if (x->ws_key[0] && p->upgraded && !websocket_accepts(x->ws_key, accept)) {
+        p->error = "upstream's Sec-WebSocket-Accept does not answer the handshake's key";
+        return -2;
+    }
+    if (x->ws_key[0] && !p->upgraded && p->status / 100 == 2) {
+        p->error = "upstream answered a WebSocket handshake without switching protocols";
+        return -2;
     }
     for (size_t off = 0; off < p->fields.len;) {
         const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
         if (hop_by_hop(name, connection) || !strcmp(name, "content-length") || !strcmp(name, "date") ||
-            !strcmp(name, "server"))
+            !strcmp(name, "server") || (x->ws_key[0] && !strcmp(name, "sec-websocket-accept")))
             continue;
         if (!strcmp(name, "via")) {
             via = value;
@@ -559,7 +602,17 @@ void proxy_pass_handle(struct request *r)
     const char *upgrade = req_upgrade(r);
     if (upgrade && !http_list_has(upgrade, "websocket"))
         upgrade = NULL;
-    int built = x ? build_head(r, pc, upgrade, &head, &chunked) : -1;
+    bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
+    if (h2 && !strcmp(req_method(r), "CONNECT") && (!upgrade || strcmp(upgrade, "websocket"))) {
+        sc_free(x);                /* an extended CONNECT for a protocol no upstream is asked for */
+        reply_text(r, 501, "501 Not Implemented\n");
+        return;
+    }
+    if (x && h2 && upgrade && websocket_key(x->ws_key)) {
+        sc_free(x);
+        x = NULL;
+    }
+    int built = x ? build_head(r, pc, upgrade, x->ws_key, &head, &chunked) : -1;
     if (built) {
         sc_free(x);
         buf_free(&head);

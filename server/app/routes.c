@@ -175,11 +175,19 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
     if (loc->dotfiles == DOTFILES_DENY && dotted && path_has_dotfile(path))
         return answered(app_error(r, 403));
     /* A WebSocket handshake where nothing takes it: refused, not served as a GET
-     * (RFC 6455 4.2.1: an error status such as 400). */
-    const char *upgrade = req_known(r, KF_UPGRADE);
-    if (loc->handler != HANDLER_PROXY && upgrade && http_list_has(upgrade, "websocket") &&
-        http_list_has(req_known(r, KF_CONNECTION), "upgrade"))
-        return answered(reply_text(r, 400, "no WebSocket endpoint here\n"));
+     * (RFC 6455 4.2.1: an error status such as 400).  Over HTTP/2 it is an extended
+     * CONNECT (RFC 8441), and so is any other protocol's: only the proxy takes one - a
+     * 2xx from anything else would tell the client its tunnel is open. */
+    if (loc->handler != HANDLER_PROXY) {
+        const char *upgrade = req_known(r, KF_UPGRADE), *protocol = req_known(r, KF_PROTOCOL);
+        if ((upgrade && http_list_has(upgrade, "websocket") && http_list_has(req_known(r, KF_CONNECTION), "upgrade")) ||
+            (protocol && !strcmp(protocol, "websocket")))
+            return answered(reply_text(r, 400, "no WebSocket endpoint here\n"));
+        if (protocol)
+            return answered(method_not_allowed(r, loc->handler == HANDLER_BUILTIN ? loc->route->methods
+                                                  : loc->handler == HANDLER_RETURN  ? M_GET | M_HEAD | M_POST
+                                                                                    : M_GET | M_HEAD));
+    }
     if (loc->max_body && req_limit_body(r, loc->max_body))
         return answered(app_error(r, 413));
     switch (loc->handler) {

@@ -88,6 +88,7 @@ static inline __attribute__((always_inline)) int known_field(const char *name, s
     case 5: IS(":path", KF_PATH); IS("range", KF_RANGE); break;
     case 7: IS(":method", KF_METHOD); IS("referer", KF_REFERER); IS("upgrade", KF_UPGRADE); break;
     case 8: IS("if-match", KF_IF_MATCH); IS("if-range", KF_IF_RANGE); break;
+    case 9: IS(":protocol", KF_PROTOCOL); break;
     case 10: IS(":authority", KF_AUTHORITY); IS("user-agent", KF_USER_AGENT); IS("connection", KF_CONNECTION); break;
     case 13: IS("if-none-match", KF_IF_NONE_MATCH); break;
     case 14: IS("content-length", KF_CONTENT_LENGTH); IS("http2-settings", KF_HTTP2_SETTINGS); break;
@@ -572,12 +573,18 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
     if (r->responded || gone(r))
         return -1;
     /* 101 only where the front end can hand the connection over; the tunnel's body is
-     * the client's bytes from here on, its end the client's close. */
+     * the client's bytes from here on, its end the client's close.  Over HTTP/1.1 they
+     * follow the head (nothing may have come as a body); an HTTP/2 stream's DATA are them
+     * already, and its client is told 200 (RFC 8441 section 5). */
     if (status == 101) {
-        if (!r->upgrade_offered || length != BODY_STREAM || r->body.len > r->body_off)
+        bool h1 = r->protocol == REQ_HTTP1;
+        if (!r->upgrade_offered || length != BODY_STREAM || (h1 && r->body.len > r->body_off))
             return -1;
         r->tunnel = true;
-        r->body_eof = false;
+        if (h1)
+            r->body_eof = false;
+        else
+            status = 200;
     }
     /* The fields go into one buffer sized at once, with their lengths, so no front end
      * measures them again. */
@@ -1050,7 +1057,10 @@ uint64_t req_bytes_sent(const struct request *r) { return r->bytes_sent; }
 const char *req_header(const struct request *r, const char *name) { return field(r, name); }
 const char *req_known(const struct request *r, enum known_field k) { return k < KF_COUNT ? known(r, k) : NULL; }
 const char *req_scheme(const struct request *r) { return r->c->sock.ssl ? "https" : "http"; }
-const char *req_upgrade(const struct request *r) { return r->upgrade_offered ? known(r, KF_UPGRADE) : NULL; }
+const char *req_upgrade(const struct request *r)
+{
+    return !r->upgrade_offered ? NULL : r->protocol == REQ_HTTP1 ? known(r, KF_UPGRADE) : known(r, KF_PROTOCOL);
+}
 bool req_body_empty(const struct request *r) { return r->body_eof && r->body.len == 0 && r->body_off == 0 && r->content_length <= 0; }
 
 size_t req_headers(const struct request *r, struct header *out, size_t cap)

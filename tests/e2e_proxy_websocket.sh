@@ -63,6 +63,16 @@ exec {IDLE[1]}>&-
 read -r -t 20 done_line <&"${IDLE[0]}"
 [ "$line" = "open 50" ] && [ "$parked" -ge 50 ] && [ "$done_line" = "echoed 50" ]
 check ws_h2_idle_tunnels_park $? "$line; parked $parked; $done_line"
+# Tunnels the client resets while their connection stays: nothing left of them.
+out=$($H2WS "$P" /echo reset 20 2>&1)
+for i in $(seq 1 50); do
+  handlers=$(curl -s "http://127.0.0.1:$P/-/stats" | $PY -c 'import json, sys; print(json.load(sys.stdin)["handler_coroutines"])')
+  active=$(curl -s "http://127.0.0.1:$P/metrics" | sed -n 's/^h2park_upstream_connections{.*state="active"} \([0-9]*\)/\1/p')
+  [ "$handlers" = 1 ] && [ "$active" = 0 ] && break
+  sleep 0.1
+done
+[ "$out" = "reset 20" ] && [ "$handlers" = 1 ] && [ "$active" = 0 ]
+check ws_h2_reset_tunnels_leave_nothing $? "$out; handlers $handlers (the stats request's own), upstream active $active"
 grep '"method":"CONNECT"' "$TMP/ws.access" | grep '"status":200' | grep -q '"upstream_status":101'
 check ws_h2_access_log_200_upstream_101 $? "$(grep -m1 CONNECT "$TMP/ws.access")"
 

@@ -12,10 +12,13 @@ both ways.
   ws_h2_client.py PORT PATH [tls] idle N    N tunnels on one connection, left idle until stdin
                                             closes ("open N" once they are), then each echoes once
   ws_h2_client.py PORT PATH [tls] protocol P   an extended CONNECT for :protocol P: the :status
+  ws_h2_client.py PORT PATH [tls] reset N   N tunnels opened, then each reset (RST_STREAM) with
+                                            the connection kept open; prints "reset N"
 """
 import socket
 import ssl
 import sys
+import time
 
 import h2.config
 import h2.connection
@@ -173,6 +176,20 @@ def main():
                 f = cl.recv(sid)
             assert f.data == b"after idle", f
         print("echoed %d" % count)
+        return
+    if mode == "reset":
+        count = int(args[1])
+        sids = []
+        for _ in range(count):
+            sid, h = cl.connect(path)
+            assert h[":status"] == "200", h
+            sids.append(sid)
+        time.sleep(0.5)
+        for sid in sids:
+            cl.c.reset_stream(sid)
+        cl.flush()
+        time.sleep(1)
+        print("reset %d" % count)
         return
     raise SystemExit("unknown mode " + mode)
 

@@ -73,6 +73,11 @@ check fields_forwarded_and_hop_by_hop_removed $r "$f"
 f=$(curl -sk --http2 -H 'cookie: a=1' -H 'cookie: b=2' "https://127.0.0.1:$T/fields")
 case "$f" in *"xfp=https|"*"via=2.0 h2park|cookie=a=1; b=2|"*) r=0 ;; *) r=1 ;; esac
 check h2_cookies_joined_proto_https $r "$f"
+# Every Connection field names hop-by-hop fields, not only the first (RFC 9110 7.6.1: a
+# field may be given several times, each a list).
+f=$(curl -s -H 'Connection: keep-alive' -H 'Connection: foo' -H 'Foo: dropped' "http://127.0.0.1:$P/fields")
+case "$f" in *"|foo=|"*) r=0 ;; *) r=1 ;; esac
+check request_every_connection_field_read $r "$f"
 h=$(curl -si "http://127.0.0.1:$P/hop")
 ! printf '%s' "$h" | grep -qiE '^(x-secret|keep-alive):' && printf '%s' "$h" | grep -qi '^via: 1.1 h2park'
 check response_hop_by_hop_removed $? "$(printf '%s' "$h" | head -12 | tr '\r\n' '  ')"
@@ -186,6 +191,23 @@ for bad in cl-te two-cl te-gzip fold status-20; do
 done
 grep 'GET /cl-te' "$TMP/daemon.log" | grep -q 'Transfer-Encoding'; check smuggling_cause_logged $? "$(tail -2 "$TMP/daemon.log")"
 grep 'GET /status-20' "$TMP/daemon.log" | grep -q 'invalid status code'; check bad_status_cause_logged $? "$(grep status-20 "$TMP/daemon.log" | tail -1)"
+# A fold split across reads (the upstream writes a byte at a time) is refused as the
+# whole one is, never passed on.
+[ "$(st /fold-split)" = 502 ]; check smuggling_shaped_fold_split_across_reads_502 $? "$(head -c 200 "$TMP/body.out")"
+# Every Connection field of the response names fields to drop (three here, the names in
+# the first and the last).
+h=$(curl -si "http://127.0.0.1:$P/conn-fields")
+! printf '%s' "$h" | grep -qiE '^(x-a|x-b|connection):' && printf '%s' "$h" | grep -qi '^x-c: 3'
+check response_every_connection_field_read $? "$(printf '%s' "$h" | head -12 | tr '\r\n' '  ')"
+# Bytes (or the close) arriving on a kept-alive connection after its response: it is not
+# reused - the stray response is never a later client's, and the next request goes on a
+# fresh connection without an error.
+body=$(curl -s "http://127.0.0.1:$P/late"); sleep 0.6
+later=$(for i in 1 2 3; do curl -s "http://127.0.0.1:$P/ok"; done | tr -d '\n')
+[ "$body" = ok ] && [ "$later" = okokok ]; check late_bytes_on_pooled_connection_not_reused $? "'$body', then '$later'"
+body=$(curl -s "http://127.0.0.1:$P/late-close"); sleep 0.6
+later=$(for i in 1 2 3; do curl -s -w '%{http_code}' "http://127.0.0.1:$P/ok"; done | tr -d '\n')
+[ "$body" = ok ] && [ "$later" = ok200ok200ok200 ]; check late_close_on_pooled_connection_fresh_one $? "'$body', then '$later'"
 # A response followed by one nobody asked for: the first is passed on, the connection is
 # never reused, and no later client sees the second.
 body=$(curl -s "http://127.0.0.1:$P/double"); later=$(for i in 1 2 3; do curl -s "http://127.0.0.1:$P/ok"; done | tr -d '\n')
@@ -250,6 +272,17 @@ stop_daemon
 proxy_to onlydead "127.0.0.1:$DEAD"
 [ "$(st /x)" = 502 ]; check upstream_down_502 $? ""
 grep -q 'connect() failed' "$TMP/onlydead.access"; check upstream_down_cause_logged $? "$(tail -1 "$TMP/onlydead.access")"
+stop_daemon
+# More tries than servers: each server is tried once, and the answer is the last one's
+# own failure (nginx caps proxy_next_upstream_tries at the number of servers), not "no live
+# upstreams".
+proxy_to tries "127.0.0.1:$DEAD" "proxy_next_upstream_tries = 3"
+[ "$(st /x)" = 502 ] && grep -q '"upstream_error":"connect() failed"' "$TMP/tries.access" && ! grep -q 'no live' "$TMP/tries.access"
+check tries_over_servers_refused_502_its_cause $? "$(tail -1 "$TMP/tries.access")"
+stop_daemon
+proxy_to tries2 "127.0.0.1:$FAULT" "proxy_next_upstream_tries = 3" "proxy_read_timeout = 1s"
+[ "$(st /slow-head?s=2)" = 504 ] && grep -q '"upstream_error":"upstream timed out' "$TMP/tries2.access"
+check tries_over_servers_timeout_504 $? "$(tail -1 "$TMP/tries2.access")"
 stop_daemon
 
 # ---- locations: each its upstream and settings, the rest served as files ----

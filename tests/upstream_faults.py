@@ -16,6 +16,11 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /two-cl          two different Content-Lengths
   /te-gzip         Transfer-Encoding: gzip
   /fold            a folded (obs-fold) header line
+  /fold-split      the /fold response a byte at a time (each read of the proxy holds one)
+  /late            200 "ok" kept alive, then, 0.3 s later on the same connection, a second
+                   response nobody asked for
+  /late-close      200 "ok" kept alive, then the connection closed 0.3 s later
+  /conn-fields     200 with three Connection fields naming X-A and X-B (and keep-alive)
   /status-20       a status code of two digits (llhttp reads it as 20)
   /double          a complete response, then a second one nobody asked for
   /sse             chunked events: one now, one 2 seconds later, then the end
@@ -121,6 +126,22 @@ class Handler(socketserver.BaseRequestHandler):
                 s.sendall(b"HTTP/1.1 20 OK\r\nContent-Length: 2\r\n\r\nok")
             elif path == "/fold":
                 s.sendall(b"HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\nContent-Length: 2\r\n\r\nok")
+            elif path == "/fold-split":
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                for b in b"HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\nContent-Length: 2\r\n\r\nok":
+                    s.sendall(bytes([b]))
+                    time.sleep(0.01)
+            elif path == "/late":
+                respond(s, "200 OK", b"ok\n")
+                time.sleep(0.3)
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n")
+            elif path == "/late-close":
+                respond(s, "200 OK", b"ok\n")
+                time.sleep(0.3)
+                return
+            elif path == "/conn-fields":
+                respond(s, "200 OK", b"ok\n", "Connection: x-a\r\nX-A: 1\r\nConnection: keep-alive\r\nX-B: 2\r\n"
+                        "X-C: 3\r\nConnection: x-b\r\n")
             elif path == "/double":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nfirst\n"
                           b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n")

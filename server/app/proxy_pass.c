@@ -73,7 +73,8 @@ struct exchange {
     uint8_t send_failed;           /* the upstream stopped taking the request: why */
 };
 
-/* RFC 9110 7.6.1's hop-by-hop fields, and those Connection names. */
+/* RFC 9110 7.6.1's hop-by-hop fields, and those Connection names (connection: the
+ * values of every Connection field of the message, joined as one list). */
 static bool hop_by_hop(const char *name, const char *connection)
 {
     static const char *const fields[] = { "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding",
@@ -158,6 +159,15 @@ static bool websocket_accepts(const char *key, const char *accept)
     return accept && !strcmp(accept, want);
 }
 
+/* Adds a Connection field's value to the message's list (a NUL-terminated string once
+ * any is added): a message may carry several such fields, and each names fields to drop. */
+static int add_connection(struct buf *list, const char *value)
+{
+    if (list->len)
+        list->len--;               /* the terminator */
+    return join(list, value, ", ") || buf_append(list, "", 1);
+}
+
 /* The request head for the upstream: the target with the location's path swapped for
  * proxy_pass's (if it gives one, as nginx), the client's fields but the hop-by-hop ones,
  * and the proxy's own; upgrade, the protocol the client asks for, asked for again - for an
@@ -171,7 +181,12 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
     size_t n = req_headers(r, h, FIELDS_MAX + 1);
     if (n > FIELDS_MAX)
         return -2;                 /* more fields than are passed on: 431, none dropped */
-    const char *connection = req_header(r, "connection");
+    struct buf connection = { 0 };
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(h[i].name, "connection") && add_connection(&connection, h[i].value)) {
+            buf_free(&connection);
+            return -1;
+        }
     const char *target = req_target(r), *authority = req_authority(r);
     bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
     struct buf cookie = { 0 }, xff = { 0 }, fwd = { 0 }, via = { 0 };
@@ -184,7 +199,7 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
     rc = rc || put_field(head, "Host", pc->host[0] ? pc->host : *authority ? authority : pc->group->servers[0].text);
     for (size_t i = 0; i < n && !rc; i++) {
         const char *name = h[i].name, *value = h[i].value;
-        if (name[0] == ':' || hop_by_hop(name, connection) || !strcmp(name, "host") ||
+        if (name[0] == ':' || hop_by_hop(name, connection.data) || !strcmp(name, "host") ||
             !strcmp(name, "content-length") || !strcmp(name, "expect") || !strcmp(name, "x-forwarded-proto") ||
             !strcmp(name, "x-forwarded-host") || (ws_key[0] && !strcmp(name, "sec-websocket-key")))
             continue;
@@ -212,6 +227,7 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
     rc = rc || put_field(head, "X-Forwarded-For", xff.data) || put_field(head, "X-Forwarded-Proto", req_scheme(r)) ||
          (*authority && put_field(head, "X-Forwarded-Host", authority)) || put_field(head, "Forwarded", fwd.data) ||
          put_field(head, "Via", via.data);
+    buf_free(&connection);
     buf_free(&cookie);
     buf_free(&xff);
     buf_free(&fwd);
@@ -383,29 +399,35 @@ static int respond(struct exchange *x)
     struct h1_response *p = &x->resp;
     struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
-    const char *connection = NULL, *via = NULL, *upgrade = NULL, *accept = NULL;
-    for (size_t off = 0; off < p->fields.len;) {
+    const char *via = NULL, *upgrade = NULL, *accept = NULL;
+    struct buf connection = { 0 };
+    int rc = 0;
+    for (size_t off = 0; off < p->fields.len && !rc;) {
         const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
         if (!strcmp(name, "connection"))
-            connection = value;
+            rc = add_connection(&connection, value);
         else if (!strcmp(name, "upgrade"))
             upgrade = value;
         else if (!strcmp(name, "sec-websocket-accept"))
             accept = value;
     }
-    if (x->ws_key[0] && p->upgraded && !websocket_accepts(x->ws_key, accept)) {
+    if (!rc && x->ws_key[0] && p->upgraded && !websocket_accepts(x->ws_key, accept)) {
         p->error = "upstream's Sec-WebSocket-Accept does not answer the handshake's key";
-        return -2;
+        rc = -2;
     }
-    if (x->ws_key[0] && !p->upgraded && p->status / 100 == 2) {
+    if (!rc && x->ws_key[0] && !p->upgraded && p->status / 100 == 2) {
         p->error = "upstream answered a WebSocket handshake without switching protocols";
+        rc = -2;
+    }
+    if (rc == -2) {
+        buf_free(&connection);
         return -2;
     }
     for (size_t off = 0; off < p->fields.len;) {
         const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
-        if (hop_by_hop(name, connection) || !strcmp(name, "content-length") || !strcmp(name, "date") ||
+        if (hop_by_hop(name, connection.data) || !strcmp(name, "content-length") || !strcmp(name, "date") ||
             !strcmp(name, "server") || (x->ws_key[0] && !strcmp(name, "sec-websocket-accept")))
             continue;
         if (!strcmp(name, "via")) {
@@ -416,9 +438,15 @@ static int respond(struct exchange *x)
          * "too big header"), never passed on with fields cut away. */
         if (n == REQ_RESPONSE_FIELDS_MAX - 2) {
             p->error = "upstream sent too many header fields";
+            buf_free(&connection);
             return -2;
         }
         h[n++] = (struct header){ name, value };
+    }
+    buf_free(&connection);       /* the names in h point into p->fields */
+    if (rc) {
+        p->error = "no memory for the upstream's header";
+        return -2;
     }
     char via_text[512];
     snprintf(via_text, sizeof via_text, "%.480s%s1.1 h2park", via ? via : "", via ? ", " : "");
@@ -628,7 +656,10 @@ void proxy_pass_handle(struct request *r)
     x->started = req_now(r);
     struct req_upstream *u = req_upstream(r);
     uint32_t tried = 0;
-    unsigned tries = pc->next_upstream_tries ? pc->next_upstream_tries : (unsigned)g->nservers;
+    /* As nginx: at most one try per server (backups included), whatever
+     * proxy_next_upstream_tries says, so the last answer is a server's own failure. */
+    unsigned tries = pc->next_upstream_tries && pc->next_upstream_tries < g->nservers ? pc->next_upstream_tries
+                                                                                     : (unsigned)g->nservers;
     unsigned failures = 0, stale = 0;
     enum upstream_failure why = UF_NONE;
     for (;;) {

@@ -56,15 +56,18 @@ static int add_span(llhttp_t *p, struct buf *b, const char *at, size_t n)
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n) { return add_span(p, &P(p)->name, at, n); }
 
-/* A value in two spans that do not join is obs-fold (llhttp drops the CRLF between). */
+/* A value in two spans that do not join is obs-fold (llhttp drops the CRLF between).
+ * Whether they join is judged by their places in the upstream's byte stream, not in
+ * memory: a value split across reads arrives in spans of two buffers, and a fold split
+ * across reads (the CRLF alone in one, the continuation in the next) must not pass for
+ * a split value. */
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_response *r = P(p);
-    bool continues = at == r->vspan_end || (at == r->exec_start && r->vspan_at_end);
-    if ((r->value.len && !continues) || (!r->value.len && n && (at[0] == ' ' || at[0] == '\t')))
+    uint64_t pos = r->fed + (uint64_t)(at - r->exec_start);
+    if ((r->value.len && pos != r->vspan_end) || (!r->value.len && n && (at[0] == ' ' || at[0] == '\t')))
         return refuse(p, "upstream sent a folded header line");
-    r->vspan_end = at + n;
-    r->vspan_at_end = at + n == r->exec_end;
+    r->vspan_end = pos + n;
     return add_span(p, &r->value, at, n);
 }
 
@@ -199,14 +202,15 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
         return H1RESP_MORE;
     p->event = H1RESP_MORE;
     p->exec_start = data;
-    p->exec_end = data + len;
     llhttp_errno_t err = llhttp_execute(&p->parser, data, len);
     if (err == HPE_OK) {
         *used = len;
+        p->fed += len;
         return H1RESP_MORE;
     }
     if (err == HPE_PAUSED) {
         *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
+        p->fed += *used;           /* the caller passes the rest again, from here */
         llhttp_resume(&p->parser);
         return p->event;
     }

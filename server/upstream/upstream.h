@@ -90,10 +90,12 @@ struct h1_response {
     int64_t length;                /* Content-Length, or -1 */
     const char *body;              /* the piece found last */
     size_t body_len;
-    const char *vspan_end, *exec_start, *exec_end;
+    const char *exec_start;        /* the bytes llhttp parses now, ... */
+    uint64_t fed;                  /* ... which begin this far into the upstream's stream */
+    uint64_t vspan_end;            /* where in that stream the last value span ended */
     const char *error;             /* why the response is refused */
     char error_text[128];          /* ... when llhttp said it */
-    bool head_request, head_done, complete, chunked, keep_alive, vspan_at_end, informational;
+    bool head_request, head_done, complete, chunked, keep_alive, informational;
     bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
     uint8_t event;                 /* what the last callback found */
 };

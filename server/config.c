@@ -205,6 +205,8 @@ enum key_id {
     K_DIRECTORY_LISTING, K_FALLBACK, K_RETURN, K_HANDLER,
     K_PROXY_PASS, K_PROXY_CONNECT_TIMEOUT, K_PROXY_READ_TIMEOUT, K_PROXY_SEND_TIMEOUT, K_PROXY_NEXT_UPSTREAM_TRIES,
     K_PROXY_SET_HOST, K_UPSTREAM, K_SERVER, K_BALANCE, K_KEEPALIVE, K_KEEPALIVE_TIMEOUT,
+    K_PROXY_SSL_VERIFY, K_PROXY_SSL_TRUSTED_CERTIFICATE, K_PROXY_SSL_NAME, K_PROXY_SSL_SERVER_NAME,
+    K_PROXY_SSL_CERTIFICATE, K_PROXY_SSL_CERTIFICATE_KEY,
     K_COUNT
 };
 
@@ -246,7 +248,10 @@ struct scope {
     const char *pass_group;        /* "" for an address */
     struct upstream_server_conf *pass_direct;
     const char *pass_uri, *pass_from;
+    const char *pass_host;         /* proxy_pass's host as written: proxy_ssl_name's default */
+    bool pass_tls;                 /* https:// */
     bool pass_reported;            /* its error is said (config_finish) */
+    struct upstream_tls ssl;       /* the proxy_ssl_* keys given here (name NULL: proxy_pass's host) */
     double proxy_timeouts[3];      /* connect, read, send */
     uint32_t proxy_tries;
     const char *proxy_host;
@@ -807,10 +812,12 @@ static int set_proxy_pass(struct setter_args *a)
 {
     if (a->s->at[K_RETURN].src || a->s->at[K_HANDLER].src)
         return WHY("proxy_pass and %s both given", a->s->at[K_RETURN].src ? "return" : "handler");
-    char group[64], uri[256];
+    char group[64], uri[256], host[256];
     struct upstream_server_conf direct;
-    if (proxy_parse_pass(a->value, group, sizeof group, &direct, uri, sizeof uri, a->why, a->whylen))
+    if (proxy_parse_pass(a->value, &a->s->pass_tls, host, sizeof host, group, sizeof group, &direct, uri, sizeof uri,
+                         a->why, a->whylen))
         return -1;
+    a->s->pass_host = sdup(a->c, host);
     a->s->pass_group = sdup(a->c, group);
     a->s->pass_direct = NULL;
     if (!group[0]) {
@@ -851,6 +858,39 @@ static int set_proxy_host(struct setter_args *a)
     if (!a->value[0] || strlen(a->value) >= 256)
         return WHY("proxy_set_host: '%.60s' is not a host of at most 255 bytes", a->value);
     a->s->proxy_host = sdup(a->c, a->value);
+    return 0;
+}
+
+static int set_ssl_verify(struct setter_args *a) { return set_flag(a, &a->s->ssl.verify, "proxy_ssl_verify"); }
+static int set_ssl_server_name(struct setter_args *a)
+{
+    return set_flag(a, &a->s->ssl.server_name, "proxy_ssl_server_name");
+}
+static int set_ssl_trusted(struct setter_args *a)
+{
+    a->s->ssl.trusted_from = a->from;
+    return set_path(a, &a->s->ssl.trusted, "proxy_ssl_trusted_certificate");
+}
+static int set_ssl_certificate(struct setter_args *a)
+{
+    a->s->ssl.cert_from = a->from;
+    return set_path(a, &a->s->ssl.cert, "proxy_ssl_certificate");
+}
+static int set_ssl_certificate_key(struct setter_args *a)
+{
+    a->s->ssl.key_from = a->from;
+    return set_path(a, &a->s->ssl.key, "proxy_ssl_certificate_key");
+}
+/* A DNS name or an IP address: what the certificate is checked against. */
+static int set_ssl_name(struct setter_args *a)
+{
+    size_t n = strlen(a->value);
+    bool ok = n && n < 254;
+    for (const char *c = a->value; *c && ok; c++)
+        ok = isalnum((unsigned char)*c) || strchr("-._:", *c);
+    if (!ok)
+        return WHY("proxy_ssl_name: '%.100s' is not a host name or an IP address", a->value);
+    a->s->ssl.name = sdup(a->c, a->value);
     return 0;
 }
 
@@ -963,6 +1003,12 @@ const struct config_key config_keys[K_COUNT] = {
     [K_PROXY_SEND_TIMEOUT] = { "proxy_send_timeout", ANY, false, false },
     [K_PROXY_NEXT_UPSTREAM_TRIES] = { "proxy_next_upstream_tries", ANY, false, false },
     [K_PROXY_SET_HOST] = { "proxy_set_host", ANY, false, false },
+    [K_PROXY_SSL_VERIFY] = { "proxy_ssl_verify", ANY, false, false },
+    [K_PROXY_SSL_TRUSTED_CERTIFICATE] = { "proxy_ssl_trusted_certificate", ANY, false, false },
+    [K_PROXY_SSL_NAME] = { "proxy_ssl_name", ANY, false, false },
+    [K_PROXY_SSL_SERVER_NAME] = { "proxy_ssl_server_name", ANY, false, false },
+    [K_PROXY_SSL_CERTIFICATE] = { "proxy_ssl_certificate", ANY, false, false },
+    [K_PROXY_SSL_CERTIFICATE_KEY] = { "proxy_ssl_certificate_key", ANY, false, false },
     [K_UPSTREAM] = { "upstream", TOP, true, true },
     [K_SERVER] = { "server", KEY_UPSTREAM, true, false },
     [K_BALANCE] = { "balance", KEY_UPSTREAM, false, false },
@@ -1025,6 +1071,12 @@ static const struct key_def defs[K_COUNT] = {
     [K_PROXY_SEND_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_proxy_send_timeout },
     [K_PROXY_NEXT_UPSTREAM_TRIES] = { T_FN, 0, 0, 0, NULL, set_proxy_tries },
     [K_PROXY_SET_HOST] = { T_FN, 0, 0, 0, NULL, set_proxy_host },
+    [K_PROXY_SSL_VERIFY] = { T_FN, 0, 0, 0, NULL, set_ssl_verify },
+    [K_PROXY_SSL_TRUSTED_CERTIFICATE] = { T_FN, 0, 0, 0, NULL, set_ssl_trusted },
+    [K_PROXY_SSL_NAME] = { T_FN, 0, 0, 0, NULL, set_ssl_name },
+    [K_PROXY_SSL_SERVER_NAME] = { T_FN, 0, 0, 0, NULL, set_ssl_server_name },
+    [K_PROXY_SSL_CERTIFICATE] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate },
+    [K_PROXY_SSL_CERTIFICATE_KEY] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate_key },
     [K_UPSTREAM] = { T_SECTION, 0, 0, 0, NULL, NULL },
     [K_SERVER] = { T_FN, 0, 0, 0, NULL, set_server },
     [K_BALANCE] = { T_FN, 0, 0, 0, NULL, set_balance },
@@ -1090,6 +1142,7 @@ struct config *config_new(void)
     t->locations_tail = &t->locations;
     t->upstreams_tail = &t->upstreams;
     t->proxy_timeouts[0] = t->proxy_timeouts[1] = t->proxy_timeouts[2] = 60;   /* nginx's defaults */
+    t->ssl.verify = t->ssl.server_name = true;   /* Go's, Caddy's and h2o's (nginx: both off) */
     t->root = "./www";
     t->root_from = CONFIG_BUILTIN;
     c->parking = true;
@@ -1531,6 +1584,7 @@ struct merged {
     double proxy_timeouts[3];
     uint32_t proxy_tries;
     const char *proxy_host;
+    struct upstream_tls ssl;
 };
 
 static void merge(struct config *c, struct merged *m, const struct scope *s)
@@ -1607,6 +1661,25 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         m->proxy_tries = s->proxy_tries;
     if (at[K_PROXY_SET_HOST].src)
         m->proxy_host = s->proxy_host;
+    bool top = s->kind == SCOPE_TOP;
+    if (at[K_PROXY_SSL_VERIFY].src || top)
+        m->ssl.verify = s->ssl.verify;
+    if (at[K_PROXY_SSL_SERVER_NAME].src || top)
+        m->ssl.server_name = s->ssl.server_name;
+    if (at[K_PROXY_SSL_NAME].src)
+        m->ssl.name = s->ssl.name;
+    if (at[K_PROXY_SSL_TRUSTED_CERTIFICATE].src) {
+        m->ssl.trusted = s->ssl.trusted;
+        m->ssl.trusted_from = s->ssl.trusted_from;
+    }
+    if (at[K_PROXY_SSL_CERTIFICATE].src) {
+        m->ssl.cert = s->ssl.cert;
+        m->ssl.cert_from = s->ssl.cert_from;
+    }
+    if (at[K_PROXY_SSL_CERTIFICATE_KEY].src) {
+        m->ssl.key = s->ssl.key;
+        m->ssl.key_from = s->ssl.key_from;
+    }
 }
 
 static bool same_strings(const struct vec *a, const char *const *b, uint32_t nb)
@@ -1697,9 +1770,43 @@ static void build_upstreams(struct config *c, const struct scope *top, struct co
     }
 }
 
+static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+/* The TLS settings of a proxy_pass https://, shared with every location that has the same
+ * ones (so they share one context and their pooled connections).  NULL after an error. */
+static const struct upstream_tls *upstream_tls_for(struct config *c, const struct merged *m, const struct scope *ps,
+                                                   struct config_errors *e)
+{
+    struct upstream_tls want = m->ssl;
+    if (!want.name)
+        want.name = ps->pass_host;
+    if (!want.cert != !want.key) {
+        if (!ps->pass_reported)
+            config_error(e, "%s: %s without %s (a client certificate needs both)",
+                         want.cert ? want.cert_from : want.key_from,
+                         want.cert ? "proxy_ssl_certificate" : "proxy_ssl_certificate_key",
+                         want.cert ? "proxy_ssl_certificate_key" : "proxy_ssl_certificate");
+        return NULL;
+    }
+    struct upstream_tls **tail = &c->upstream_tls;
+    for (; *tail; tail = &(*tail)->next) {
+        const struct upstream_tls *o = *tail;
+        if (same_text(o->trusted, want.trusted) && same_text(o->cert, want.cert) && same_text(o->key, want.key) &&
+            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name)
+            return o;
+    }
+    struct upstream_tls *t = alloc(c, sizeof *t);
+    *t = want;
+    t->ctx = NULL;
+    t->next = NULL;
+    *tail = t;
+    return t;
+}
+
 /* What a proxied location passes to: the group proxy_pass names, or a group of its own
- * address (one per address, shared by the locations that give it).  NULL after an error,
- * reported once per proxy_pass line. */
+ * address (one per address, shared by the locations that give it).  A group is reached
+ * over one scheme: its servers' pooled connections (and metrics) are either TLS or not.
+ * NULL after an error, reported once per proxy_pass line. */
 static const struct proxy_conf *proxy_for(struct config *c, const struct merged *m, struct config_errors *e)
 {
     struct scope *ps = (struct scope *)m->pass;
@@ -1729,7 +1836,27 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
         n->nservers = 1;
         g = n;
     }
+    struct upstream_group *wg = (struct upstream_group *)g;
+    uint8_t scheme = ps->pass_tls ? 2 : 1;
+    if (wg->scheme && wg->scheme != scheme) {
+        if (!ps->pass_reported)
+            config_error(e, "%s: upstream %s is passed to over %s here but over %s at %s (one scheme per upstream)",
+                         ps->pass_from, g->name[0] ? g->name : g->servers[0].text, ps->pass_tls ? "https://" : "http://",
+                         ps->pass_tls ? "http://" : "https://", g->scheme_from);
+        ps->pass_reported = true;
+        return NULL;
+    }
+    wg->scheme = scheme;
+    wg->scheme_from = ps->pass_from;
+    for (uint16_t i = 0; i < g->nservers; i++)
+        c->upstream_servers[g->servers[i].index].tls = ps->pass_tls;
+    const struct upstream_tls *tls = NULL;
+    if (ps->pass_tls && !(tls = upstream_tls_for(c, m, ps, e))) {
+        ps->pass_reported = true;
+        return NULL;
+    }
     struct proxy_conf *pc = alloc(c, sizeof *pc);
+    pc->tls = tls;
     pc->group = g;
     pc->uri = ps->pass_uri;
     pc->host = m->proxy_host ? m->proxy_host : "";

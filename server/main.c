@@ -40,6 +40,7 @@
 #include "proto/h2.h"
 #include "runtime/runtime.h"
 #include "scalloc.h"
+#include "upstream/upstream.h"
 
 static void usage(FILE *f)
 {
@@ -192,6 +193,7 @@ static int apply_config(struct config *next, enum apply_mode mode, struct config
         return -1;
     }
     tls_prepare(next, e);
+    upstream_tls_prepare(next, e);
     if (mode == APPLY_START && !e->count && privileges_drop(next->user, err, sizeof err))
         config_error(e, "%s", err);
     if (!e->count)

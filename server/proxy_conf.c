@@ -4,6 +4,7 @@
  *   proxy_pass = http://127.0.0.1:8081          one server (a name is resolved now)
  *   proxy_pass = http://unix:/run/app.sock:     a unix socket (nginx's spelling)
  *   proxy_pass = http://backend/app/            a group; /app/ replaces the location's path
+ *   proxy_pass = https://app.internal:8443      TLS to the upstream (port 443 by default)
  *   server = 127.0.0.1:8081 weight=3 max_fails=1 fail_timeout=10s max_conns=100
  *   server = 127.0.0.1:8082 backup
  *
@@ -39,8 +40,9 @@ static int count(const char *v, unsigned long long max, uint32_t *out)
     return 0;
 }
 
-/* "HOST:PORT", "[V6]:PORT", "HOST" (port 80) or "unix:/path" into s. */
-static int parse_address(const char *text, struct upstream_server_conf *s, char *err, size_t errlen)
+/* "HOST:PORT", "[V6]:PORT", "HOST" (port default_port) or "unix:/path" into s. */
+static int parse_address(const char *text, const char *default_port, struct upstream_server_conf *s, char *err,
+                         size_t errlen)
 {
     memset(s, 0, sizeof *s);
     if (!strncmp(text, "unix:", 5)) {
@@ -54,7 +56,8 @@ static int parse_address(const char *text, struct upstream_server_conf *s, char 
         snprintf(s->text, sizeof s->text, "%s", text);
         return CONFIG_OK;
     }
-    char host[256], port[16] = "80";
+    char host[256], port[16];
+    snprintf(port, sizeof port, "%s", default_port);
     const char *colon = strrchr(text, ':'), *h = text;
     size_t hl = strlen(text);
     if (text[0] == '[') {
@@ -105,16 +108,32 @@ void upstream_server_defaults(struct upstream_server_conf *s)
     s->fail_timeout = 10;
 }
 
-/* proxy_pass = http://WHERE[/URI]: WHERE is an address, unix:/path: or a group name. */
-int proxy_parse_pass(const char *value, char *group, size_t group_cap, struct upstream_server_conf *direct,
-                     char *uri, size_t uri_cap, char *err, size_t errlen)
+/* The host part of an address as written (before it is resolved): the name a TLS
+ * upstream's certificate is checked against by default, as nginx's $proxy_host. */
+static void host_of(const char *addr, char *host, size_t cap)
 {
-    group[0] = uri[0] = 0;
-    if (!strncmp(value, "https://", 8))
-        return fail(err, errlen, "proxy_pass '%s': TLS upstreams are not supported yet; use http://%s", value, "");
-    if (strncmp(value, "http://", 7))
-        return fail(err, errlen, "proxy_pass '%s': expected http://ADDRESS[/PATH] or http://UPSTREAM[/PATH]%s", value, "");
-    const char *where = value + 7, *slash;
+    if (!strncmp(addr, "unix:", 5)) {
+        snprintf(host, cap, "localhost");
+        return;
+    }
+    const char *end = addr[0] == '[' ? strchr(addr, ']') : strrchr(addr, ':');
+    size_t n = end ? (size_t)(end - addr) : strlen(addr);
+    if (addr[0] == '[')
+        addr++, n--;
+    snprintf(host, cap, "%.*s", (int)n, addr);
+}
+
+/* proxy_pass = http[s]://WHERE[/URI]: WHERE is an address, unix:/path: or a group name;
+ * *tls for https, host WHERE's host as written. */
+int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, char *group, size_t group_cap,
+                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, char *err, size_t errlen)
+{
+    group[0] = uri[0] = host[0] = 0;
+    *tls = !strncmp(value, "https://", 8);
+    if (!*tls && strncmp(value, "http://", 7))
+        return fail(err, errlen, "proxy_pass '%s': expected http[s]://ADDRESS[/PATH] or http[s]://UPSTREAM[/PATH]%s",
+                    value, "");
+    const char *where = value + (*tls ? 8 : 7), *slash;
     char addr[200];
     if (!strncmp(where, "unix:", 5)) {
         /* nginx: http://unix:/path/to.sock:/uri - the socket's path ends at the next colon */
@@ -144,11 +163,12 @@ int proxy_parse_pass(const char *value, char *group, size_t group_cap, struct up
      * anything else is one server's address. */
     bool name = strncmp(addr, "unix:", 5) && !strchr(addr, ':') && !strchr(addr, '[');
     struct in_addr ignored;
+    host_of(addr, host, host_cap);
     if (name && strlen(addr) < group_cap && inet_pton(AF_INET, addr, &ignored) != 1 && strcmp(addr, "localhost")) {
         snprintf(group, group_cap, "%s", addr);
         return CONFIG_OK;
     }
-    if (parse_address(addr, direct, err, errlen))
+    if (parse_address(addr, *tls ? "443" : "80", direct, err, errlen))
         return CONFIG_ERROR;
     upstream_server_defaults(direct);
     return CONFIG_OK;
@@ -165,7 +185,7 @@ int upstream_parse_server(const char *value, struct upstream_server_conf *s, cha
     if (!addr)
         return fail(err, errlen, "server: expected ADDRESS [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] "
                     "[backup]%s%s", "", "");
-    if (parse_address(addr, s, err, errlen))
+    if (parse_address(addr, "80", s, err, errlen))
         return CONFIG_ERROR;
     upstream_server_defaults(s);
     for (char *opt; (opt = strtok_r(NULL, " \t", &save));) {

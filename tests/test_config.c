@@ -427,6 +427,45 @@ static void reverse_proxy_locations(void)
     CHECK(parse("upstream x y {\nserver = 127.0.0.1:1\n}\n") == CONFIG_ERROR && strstr(err, "test.conf:1: an upstream is 'upstream NAME {'"));
 }
 
+/* proxy_pass https:// and the proxy_ssl_* keys: inherited as the other proxy_* keys, the
+ * name to verify proxy_pass's host by default, verification and SNI on by default, one
+ * settings block shared by locations that have the same, one scheme per upstream. */
+static void tls_upstreams(void)
+{
+    CHECKF(parse("proxy_ssl_trusted_certificate = /etc/ca.pem\n"
+                 "upstream app {\nserver = 127.0.0.1:3000\n}\n"
+                 "site a.test {\nproxy_ssl_name = in.test\n"
+                 "location / {\nproxy_pass = https://app/\n}\n"
+                 "location /same/ {\nproxy_pass = https://app/\n}\n"
+                 "location /own/ {\nproxy_pass = https://localhost:8443\nproxy_ssl_verify = off\n"
+                 "proxy_ssl_server_name = off\nproxy_ssl_certificate = /c.pem\nproxy_ssl_certificate_key = /k.pem\n}\n"
+                 "location /dflt/ {\nproxy_pass = https://localhost\n}\n"
+                 "location /plain/ {\nproxy_pass = http://127.0.0.1:4000\n}\n}\n") == CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    const struct proxy_conf *root = loc_of(s, "/x")->proxy, *same = loc_of(s, "/same/x")->proxy;
+    const struct proxy_conf *own = loc_of(s, "/own/x")->proxy, *dflt = loc_of(s, "/dflt/x")->proxy;
+    CHECK(root->tls && root->tls == same->tls && !strcmp(root->tls->name, "in.test") && root->tls->verify &&
+          root->tls->server_name && !strcmp(root->tls->trusted, "/etc/ca.pem") && !root->tls->cert);
+    CHECK(root->group->servers[0].tls && own->group->servers[0].tls && !loc_of(s, "/plain/x")->proxy->tls);
+    CHECK(!strcmp(own->tls->name, "in.test") && !own->tls->verify && !own->tls->server_name &&
+          !strcmp(own->tls->cert, "/c.pem") && !strcmp(own->tls->key, "/k.pem"));
+    CHECK(!strcmp(own->group->servers[0].text, "127.0.0.1:8443") || !strcmp(own->group->servers[0].text, "[::1]:8443"));
+    CHECK(!strcmp(dflt->tls->name, "in.test") && strstr(dflt->group->servers[0].text, ":443"));
+    CHECKF(parse("location / {\nproxy_pass = https://localhost:8443/\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(!strcmp(loc_of(&c->sites[0], "/x")->proxy->tls->name, "localhost"));
+    CHECK(parse("location / {\nproxy_pass = https://127.0.0.1\nproxy_ssl_verify = maybe\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: proxy_ssl_verify: 'maybe' is not on or off"));
+    CHECK(parse("location / {\nproxy_pass = https://127.0.0.1\nproxy_ssl_name = a b\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: proxy_ssl_name: 'a b' is not a host name or an IP address"));
+    CHECK(parse("location / {\nproxy_pass = https://127.0.0.1\nproxy_ssl_certificate_key = /k.pem\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: proxy_ssl_certificate_key without proxy_ssl_certificate"));
+    CHECK(parse("upstream b {\nserver = 127.0.0.1:1\n}\nlocation /a/ {\nproxy_pass = http://b\n}\n"
+                "location /b/ {\nproxy_pass = https://b\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:8: upstream b is passed to over https:// here but over http:// at test.conf:5"));
+    CHECK(parse("upstream b {\nserver = 127.0.0.1:1\nproxy_ssl_verify = off\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: 'proxy_ssl_verify' is not allowed in this upstream"));
+}
+
 /* The built-in routes are locations: in every site at their paths, placed elsewhere by
  * name, gone with builtin_routes = off, and restricted by the location that covers
  * their path. */
@@ -645,6 +684,7 @@ int main(void)
     RUN(locations_match);
     RUN(inheritance);
     RUN(reverse_proxy_locations);
+    RUN(tls_upstreams);
     RUN(builtin_routes_are_locations);
     RUN(values_of_rules);
     RUN(certificates_pair);

@@ -2,7 +2,7 @@
 """An HTTP/1.1 upstream that misbehaves on request, for tests/e2e_reverse_proxy.sh and
 tests/e2e_proxy_websocket.sh.
 
-usage: upstream_faults.py PORT
+usage: upstream_faults.py PORT [CERT KEY]   (with CERT and KEY: over TLS, Python's ssl)
 
 Each path is one way an upstream fails (a well-behaved server cannot be made to):
   /ok              200 "ok", kept alive
@@ -10,6 +10,8 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /slow-head?s=N   the head only after N seconds
   /slow-body       a head announcing 10 bytes, 5 of them, the rest after half a second
   /reset           a head announcing 100000 bytes, 1000 of them, then a reset
+  /cut             a head announcing 100000 bytes, 1000 of them, then a clean close (over
+                   TLS with close_notify)
   /half            half a head, then the write side shut
   /close-early     the connection closed before any response
   /cl-te           Content-Length and Transfer-Encoding: chunked together
@@ -35,6 +37,7 @@ Anything the request carries as a body is read (Content-Length or chunked) first
 """
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import time
@@ -108,6 +111,13 @@ class Handler(socketserver.BaseRequestHandler):
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 s.close()
                 return
+            elif path == "/cut":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+                time.sleep(0.2)
+                if isinstance(s, ssl.SSLSocket):
+                    s = s.unwrap()
+                s.close()
+                return
             elif path == "/half":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Len")
                 s.shutdown(socket.SHUT_WR)
@@ -179,7 +189,18 @@ class Handler(socketserver.BaseRequestHandler):
 class Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     daemon_threads = True
+    tls = None
+
+    def get_request(self):
+        sock, addr = self.socket.accept()
+        if self.tls:               # the handshake happens in the handler's thread, on first use
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
 
 
 if __name__ == "__main__":
-    Server(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+    server = Server(("127.0.0.1", int(sys.argv[1])), Handler)
+    if len(sys.argv) > 3:
+        server.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.tls.load_cert_chain(sys.argv[2], sys.argv[3])
+    server.serve_forever()

@@ -547,10 +547,10 @@ static int attempt(struct exchange *x, const struct buf *head, bool chunked, enu
     struct request *r = x->r;
     struct req_upstream *u = req_upstream(r);
     *retry = false;
-    x->uc = upstream_take(x->sc, req_now(r));
+    x->uc = upstream_take(x->sc, x->pc->tls, req_now(r));
     x->reused = x->uc != NULL;
     if (!x->uc) {
-        x->uc = upstream_connect(r, x->sc, x->pc->connect_timeout, why);
+        x->uc = upstream_connect(r, x->sc, x->pc->tls, x->pc->connect_timeout, why);
         if (!x->uc) {
             *retry = *why != UF_NONE;    /* nothing was sent: any request may go elsewhere */
             return -1;

@@ -225,7 +225,7 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
            "read_timeout, closed, reset, invalid).");
     static const char *const causes[UF_COUNT] = { [UF_CONNECT] = "connect", [UF_CONNECT_TIMEOUT] = "connect_timeout",
         [UF_SEND] = "send", [UF_SEND_TIMEOUT] = "send_timeout", [UF_READ_TIMEOUT] = "read_timeout",
-        [UF_CLOSED] = "closed", [UF_RESET] = "reset", [UF_INVALID] = "invalid" };
+        [UF_CLOSED] = "closed", [UF_RESET] = "reset", [UF_INVALID] = "invalid", [UF_TLS] = "tls" };
     for (int i = 0; i < n; i++)
         for (int f = 0; f < UF_COUNT; f++)
             if (causes[f]) {

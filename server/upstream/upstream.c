@@ -32,6 +32,7 @@ const char *const upstream_failure_text[UF_COUNT] = {
     [UF_READ_TIMEOUT] = "upstream timed out sending the response", [UF_CLOSED] = "upstream prematurely closed the connection",
     [UF_RESET] = "upstream reset the connection", [UF_INVALID] = "upstream sent an invalid response",
     [UF_NOLIVE] = "no live upstreams", [UF_BUSY] = "every upstream server is at max_conns",
+    [UF_TLS] = "SSL handshake with upstream failed",
 };
 
 int upstream_failure_status(enum upstream_failure f)
@@ -75,14 +76,14 @@ static uint64_t fingerprint(const struct config *c)
             h = (h ^ *p) * 1099511628211ull;
         for (const unsigned char *p = (const unsigned char *)sc->group; *p; p++)
             h = (h ^ *p) * 1099511628211ull;
-        h = (h ^ '/') * 1099511628211ull;
+        h = (h ^ (sc->tls ? 's' : '/')) * 1099511628211ull;
     }
     return h;
 }
 
 static void conn_close_now(struct upstream_conn *uc)
 {
-    transport_release(&uc->t, false);
+    transport_release(&uc->t, true);   /* over TLS a close_notify first, best effort */
     close(uc->t.fd);
     sc_free(uc);
 }
@@ -133,7 +134,7 @@ static bool current(const struct upstreams *u, const struct upstream_server_conf
 {
     const struct config *c = u->cfg;
     return sc->index < c->nupstream_servers && !strcmp(c->upstream_servers[sc->index].text, sc->text) &&
-           !strcmp(c->upstream_servers[sc->index].group, sc->group);
+           !strcmp(c->upstream_servers[sc->index].group, sc->group) && c->upstream_servers[sc->index].tls == sc->tls;
 }
 
 /* ---- choosing a server ---- */
@@ -242,26 +243,39 @@ void upstream_responded(const struct upstream_server_conf *sc, int status)
 /* ---- the pool ---- */
 
 /* Still open, and with nothing to say: a server that closed (0) or sent bytes nobody
- * asked for is not reused. */
-static bool quiet(int fd)
+ * asked for is not reused - they would be read as the next request's response.  Over
+ * TLS any record counts (a close_notify, or data), and so do bytes OpenSSL holds. */
+static bool quiet(const struct transport *t)
 {
+    if (t->ssl && SSL_has_pending(t->ssl))
+        return false;
     char b;
-    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(t->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, double now)
+/* uc was made for tls (its context), or is cleartext as wanted. */
+static bool made_for(const struct upstream_conn *uc, const struct upstream_tls *tls)
+{
+    return tls ? uc->t.ssl && SSL_get_SSL_CTX(uc->t.ssl) == tls->ctx : !uc->t.ssl;
+}
+
+struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now)
 {
     struct upstreams *u = state();
     if (!u || !current(u, sc))
         return NULL;
     struct server_state *st = &u->s[sc->index];
-    while (st->idle) {
-        struct upstream_conn *uc = st->idle;
-        st->idle = uc->next;
+    for (struct upstream_conn **pp = &st->idle; *pp;) {
+        struct upstream_conn *uc = *pp;
+        if (!made_for(uc, tls)) {
+            pp = &uc->next;        /* another location's settings (or a reload's) */
+            continue;
+        }
+        *pp = uc->next;
         st->nidle--;
         set(&st->n.idle, st->nidle);
-        if (now - uc->idle_since <= sc->keepalive_timeout && quiet(uc->t.fd)) {
+        if (now - uc->idle_since <= sc->keepalive_timeout && quiet(&uc->t)) {
             uc->next = NULL;
             st->active++;
             set(&st->n.active, st->active);
@@ -272,9 +286,10 @@ struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, doubl
     return NULL;
 }
 
-struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc, double timeout,
-                                       enum upstream_failure *why)
+struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc,
+                                       const struct upstream_tls *tls, double timeout, enum upstream_failure *why)
 {
+    double deadline = req_now(r) + timeout;
     struct upstreams *u = state();
     *why = UF_CONNECT;
     if (!u)
@@ -313,6 +328,10 @@ struct upstream_conn *upstream_connect(struct request *r, const struct upstream_
         return NULL;
     }
     uc->t.fd = fd;
+    if (tls && upstream_tls_handshake(r, &uc->t, sc, tls, deadline, why)) {
+        conn_close_now(uc);
+        return NULL;
+    }
     uc->server = (uint8_t)sc->index;
     uc->epoch = u->epoch;
     if (!current(u, sc)) {

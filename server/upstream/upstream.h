@@ -40,7 +40,7 @@ struct upstream_conn {
  * server's health, but for the client's own end. */
 enum upstream_failure {
     UF_NONE, UF_CONNECT, UF_CONNECT_TIMEOUT, UF_SEND, UF_SEND_TIMEOUT, UF_READ_TIMEOUT, UF_CLOSED, UF_RESET,
-    UF_INVALID, UF_NOLIVE, UF_BUSY, UF_COUNT
+    UF_INVALID, UF_NOLIVE, UF_BUSY, UF_TLS, UF_COUNT
 };
 extern const char *const upstream_failure_text[UF_COUNT];
 int upstream_failure_status(enum upstream_failure f);
@@ -49,12 +49,13 @@ int upstream_failure_status(enum upstream_failure f);
  * per place) and those down or at max_conns; backups only once no primary can take it.
  * -1 with *why UF_NOLIVE or UF_BUSY. */
 int upstream_pick(const struct upstream_group *g, double now, uint32_t tried, enum upstream_failure *why);
-/* A pooled connection to server sc that is still open and quiet, or NULL. */
-struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, double now);
-/* A new connection to server sc, connected within timeout seconds; the waits are r's.
- * NULL with *why on failure (r gone: UF_NONE). */
-struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc, double timeout,
-                                       enum upstream_failure *why);
+/* A pooled connection to server sc that is still open and quiet, or NULL; over TLS (tls
+ * not NULL) only one made with tls's context. */
+struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now);
+/* A new connection to server sc, connected (and its TLS handshake done, if tls) within
+ * timeout seconds; the waits are r's.  NULL with *why on failure (r gone: UF_NONE). */
+struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc,
+                                       const struct upstream_tls *tls, double timeout, enum upstream_failure *why);
 /* An exchange ended on uc: reusable says it was complete on both sides and the server
  * keeps the connection open; then it is pooled (within its group's keepalive), else closed. */
 void upstream_done(struct upstream_conn *uc, bool reusable, double now);
@@ -75,6 +76,13 @@ struct upstream_stats {
 };
 /* Each of c's servers' figures, summed over the workers on c's server list, into out. */
 int upstream_stats_sum(const struct config *c, struct upstream_stats *out, int cap);
+
+/* tls.c: the client contexts of c's proxy_pass https:// settings, made before c is
+ * applied (every problem into e, with its line); and a handshake on tr's socket, by
+ * deadline (req_now's clock): 0, or -1 with *why (the cause logged). */
+int upstream_tls_prepare(struct config *c, struct config_errors *e);
+int upstream_tls_handshake(struct request *r, struct transport *tr, const struct upstream_server_conf *sc,
+                           const struct upstream_tls *t, double deadline, enum upstream_failure *why);
 
 /* h1client.c: an upstream's HTTP/1.1 response, parsed by llhttp in response mode.  The
  * parser stops after the head, after each piece of body (which stays in the caller's

@@ -1,0 +1,154 @@
+/* TLS to upstream servers (proxy_pass https://): one client context per set of
+ * proxy_ssl_* settings, and the handshake of a new upstream connection.
+ *
+ * The upstream side uses the transport the client side uses (core/transport.c): the same
+ * SSL-over-socket with batched records, the same reads and writes; only the context and
+ * the handshake's direction differ.  Verification is on by default, as in Go's net/http,
+ * Caddy and h2o (nginx's proxy_ssl_verify defaults to off): the certificate must chain
+ * to proxy_ssl_trusted_certificate (or the system's CAs) and name proxy_ssl_name, which
+ * is also sent as SNI unless it is an IP address (RFC 6066 3 allows only host names) or
+ * proxy_ssl_server_name is off.
+ *
+ * Contexts are made before a configuration is applied (upstream_tls_prepare, beside the
+ * listeners' tls_prepare) and freed with it; an SSL holds a reference to its context, so
+ * a pooled connection keeps its own alive across a reload, and the pool hands a
+ * connection only to a request whose settings made it (upstream_take compares contexts).
+ * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), so an
+ * idle pooled TLS connection holds its SSL object and nothing more. */
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "upstream/upstream.h"
+
+static const char *ssl_reason(char *buf, size_t cap)
+{
+    unsigned long e = ERR_get_error();
+    snprintf(buf, cap, "unknown error");
+    if (e)
+        ERR_error_string_n(e, buf, cap);
+    ERR_clear_error();
+    return buf;
+}
+
+static void free_ctx(void *ctx) { SSL_CTX_free(ctx); }
+
+static SSL_CTX *client_ctx(const struct upstream_tls *t, struct config *c, struct config_errors *e)
+{
+    char why[256];
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx || config_on_free(c, free_ctx, ctx)) {
+        SSL_CTX_free(ctx);
+        config_error(e, "cannot create a TLS context: %s", ssl_reason(why, sizeof why));
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x08http/1.1", 9);
+    SSL_CTX_set_verify(ctx, t->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+    if (t->trusted) {
+        if (SSL_CTX_load_verify_locations(ctx, t->trusted, NULL) != 1) {
+            config_error(e, "%s: proxy_ssl_trusted_certificate %s: cannot load: %s", t->trusted_from, t->trusted,
+                         ssl_reason(why, sizeof why));
+            return NULL;
+        }
+    } else if (t->verify && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        config_error(e, "cannot load the system's CA certificates: %s", ssl_reason(why, sizeof why));
+        return NULL;
+    }
+    if (t->cert) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, t->cert) != 1) {
+            config_error(e, "%s: proxy_ssl_certificate %s: cannot load: %s", t->cert_from, t->cert,
+                         ssl_reason(why, sizeof why));
+            return NULL;
+        }
+        if (SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+            config_error(e, "%s: proxy_ssl_certificate_key %s: cannot load, or does not match %s: %s", t->key_from,
+                         t->key, t->cert, ssl_reason(why, sizeof why));
+            return NULL;
+        }
+    }
+    return ctx;
+}
+
+int upstream_tls_prepare(struct config *c, struct config_errors *e)
+{
+    int before = e->count;
+    for (struct upstream_tls *t = c->upstream_tls; t; t = t->next)
+        t->ctx = client_ctx(t, c, e);
+    return e->count > before ? -1 : 0;
+}
+
+static bool is_ip(const char *name)
+{
+    unsigned char a[16];
+    return inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1;
+}
+
+/* Why the handshake failed, in nginx's words where nginx has them. */
+static void log_failure(const struct upstream_server_conf *sc, const struct upstream_tls *t, SSL *ssl)
+{
+    char why[256];
+    long v = SSL_get_verify_result(ssl);
+    if (t->verify && v != X509_V_OK)
+        log_msg(LOG_ERROR, "upstream %s: SSL certificate verify error: (%ld:%s) for %s", sc->text, v,
+                X509_verify_cert_error_string(v), t->name);
+    else if (ERR_peek_error())
+        log_msg(LOG_ERROR, "upstream %s: SSL handshake failed: %s", sc->text, ssl_reason(why, sizeof why));
+    else
+        log_msg(LOG_ERROR, "upstream %s: peer closed the connection in the SSL handshake", sc->text);
+    ERR_clear_error();
+}
+
+int upstream_tls_handshake(struct request *r, struct transport *tr, const struct upstream_server_conf *sc,
+                           const struct upstream_tls *t, double deadline, enum upstream_failure *why)
+{
+    *why = UF_TLS;
+    SSL *ssl = t->ctx ? SSL_new(t->ctx) : NULL;
+    if (!ssl || tls_attach_socket(ssl, tr->fd)) {
+        SSL_free(ssl);
+        log_msg(LOG_ERROR, "upstream %s: cannot start TLS", sc->text);
+        return -1;
+    }
+    tr->ssl = ssl;
+    SSL_set_connect_state(ssl);
+    bool ip = is_ip(t->name);
+    if (t->server_name && !ip)
+        SSL_set_tlsext_host_name(ssl, t->name);
+    if (t->verify) {
+        int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), t->name) : SSL_set1_host(ssl, t->name);
+        if (ok != 1) {
+            log_msg(LOG_ERROR, "upstream %s: cannot verify the name %s", sc->text, t->name);
+            return -1;
+        }
+    }
+    for (;;) {
+        enum handshake h = transport_handshake(tr);
+        if (h == HANDSHAKE_DONE)
+            return 0;
+        if (h == HANDSHAKE_FAILED) {
+            log_failure(sc, t, ssl);
+            return -1;
+        }
+        /* What the batching BIO still holds goes first (a full socket). */
+        int sent = tls_send_sealed(ssl);
+        if (sent < 0) {
+            log_failure(sc, t, ssl);
+            return -1;
+        }
+        double left = deadline - req_now(r);
+        int w = left <= 0 ? 0
+                          : req_wait_fd(r, tr->fd, h == HANDSHAKE_WANT_WRITE || !sent ? REQ_WRITABLE : REQ_READABLE, left);
+        if (w <= 0) {
+            *why = w < 0 ? UF_NONE : UF_CONNECT_TIMEOUT;
+            return -1;
+        }
+    }
+}

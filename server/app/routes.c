@@ -179,14 +179,17 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
      * CONNECT (RFC 8441), and so is any other protocol's: only the proxy takes one - a
      * 2xx from anything else would tell the client its tunnel is open. */
     if (loc->handler != HANDLER_PROXY) {
-        const char *upgrade = req_known(r, KF_UPGRADE), *protocol = req_known(r, KF_PROTOCOL);
-        if ((upgrade && http_list_has(upgrade, "websocket") && http_list_has(req_known(r, KF_CONNECTION), "upgrade")) ||
-            (protocol && !strcmp(protocol, "websocket")))
+        const char *upgrade = req_known(r, KF_UPGRADE), *m = req_method(r);
+        if (upgrade && http_list_has(upgrade, "websocket") && http_list_has(req_known(r, KF_CONNECTION), "upgrade"))
             return answered(reply_text(r, 400, "no WebSocket endpoint here\n"));
-        if (protocol)
+        if (m[0] == 'C' && !strcmp(m, "CONNECT")) {   /* an HTTP/2 extended one: the others never get here */
+            const char *protocol = req_known(r, KF_PROTOCOL);
+            if (protocol && !strcmp(protocol, "websocket"))
+                return answered(reply_text(r, 400, "no WebSocket endpoint here\n"));
             return answered(method_not_allowed(r, loc->handler == HANDLER_BUILTIN ? loc->route->methods
                                                   : loc->handler == HANDLER_RETURN  ? M_GET | M_HEAD | M_POST
                                                                                     : M_GET | M_HEAD));
+        }
     }
     if (loc->max_body && req_limit_body(r, loc->max_body))
         return answered(app_error(r, 413));

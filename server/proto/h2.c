@@ -212,11 +212,15 @@ static int stream_respond(struct request *r)
     nv[n++] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)s->status, 7, 3, NV_NO_COPY };
     /* Names are in lower case already (RFC 9113 section 8.2.1: request.c wrote them so). */
     struct resp_field f;
-    for (size_t off = 0; n < MAX_RESPONSE_HEADERS + 1 && request_resp_field(r, &off, &f);) {
-        if (r->tunnel && f.nlen == 7 && !memcmp(f.name, "upgrade", 7))
-            continue;               /* a 101's, which HTTP/2 says with the 200 (RFC 8441) */
+    for (size_t off = 0; n < MAX_RESPONSE_HEADERS + 1 && request_resp_field(r, &off, &f);)
         nv[n++] = (nghttp2_nv){ (uint8_t *)(uintptr_t)f.name, (uint8_t *)(uintptr_t)f.value, f.nlen, f.vlen,
                                 NV_NO_COPY | (unique_value(f.name, f.nlen) ? NGHTTP2_NV_FLAG_NO_INDEX : 0) };
+    if (r->tunnel) {                /* a 101's upgrade field: HTTP/2 says it with the 200 (RFC 8441) */
+        size_t kept = 1;
+        for (size_t i = 1; i < n; i++)
+            if (!(nv[i].namelen == 7 && !memcmp(nv[i].name, "upgrade", 7)))
+                nv[kept++] = nv[i];
+        n = kept;
     }
     if (r->out_length >= 0 && r->status != 304 && r->status != 204) {
         size_t ll = u64_dec(s->length, (uint64_t)r->out_length);
@@ -484,8 +488,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
                 s->r.body_eof = true;
             /* RFC 8441's extended CONNECT (nghttp2 has checked its pseudo-headers): the
              * handler may make the stream a tunnel. */
-            const char *m = req_known(&s->r, KF_METHOD);
-            s->r.upgrade_offered = m && !strcmp(m, "CONNECT") && req_known(&s->r, KF_PROTOCOL);
+            if (s->r.known[KF_PROTOCOL]) {       /* on hardly any request: looked at first */
+                const char *m = req_known(&s->r, KF_METHOD);
+                s->r.upgrade_offered = m && !strcmp(m, "CONNECT");
+            }
             if (request_start(&s->r))
                 nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
         } else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {

@@ -6,7 +6,10 @@
  *                                      random size (16..1000 B), replacing a random one at
  *                                      a time; every 10,000 steps a thread hands its objects
  *                                      to a new thread and exits (frees land on others'
- *                                      memory, threads come and go)
+ *                                      memory, threads come and go); the new thread starts
+ *                                      once the old one has exited (joins it), so that how
+ *                                      many threads are alive at once - and so the peak RSS
+ *                                      of every allocator - does not depend on the load
  *   bench_workloads xmalloc T SCALE    T producers allocate (8..512 B) in batches of 64
  *                                      and queue them, T consumers take batches and free
  *                                      them (xmalloc-test: every free a remote one)
@@ -33,6 +36,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,22 +84,29 @@ static void give(void *p, size_t n)
 
 /* ---- larson ---- */
 enum { LARSON_SLOTS = 1000, LARSON_STEPS = 10000 };
-struct larson { void *p[LARSON_SLOTS]; size_t n[LARSON_SLOTS]; uint64_t seed; long generations; };
+/* prev: the thread that created this one, joined before the first step (none for the first). */
+struct larson { void *p[LARSON_SLOTS]; size_t n[LARSON_SLOTS]; uint64_t seed; long generations;
+                pthread_t prev; bool has_prev; };
 
 static void *larson_thread(void *arg)
 {
     struct larson *l = arg;
+    /* Under load an exiting thread may wait a long time for a core, with its successor
+     * already at work: a varying number of threads (caches, arenas, stacks) held at once. */
+    if (l->has_prev)
+        pthread_join(l->prev, NULL);
+    l->prev = pthread_self();
+    l->has_prev = true;
     for (int k = 0; k < LARSON_STEPS; k++) {
         unsigned i = (unsigned)(rnd(&l->seed) % LARSON_SLOTS);
         give(l->p[i], l->n[i]);
         l->n[i] = 16 + rnd(&l->seed) % 985;
         l->p[i] = take(l->n[i], l->seed);
     }
-    if (--l->generations > 0) {
+    if (__atomic_sub_fetch(&l->generations, 1, __ATOMIC_RELAXED) > 0) {      /* main polls it */
         pthread_t t;
         if (pthread_create(&t, NULL, larson_thread, l))
             abort();
-        pthread_detach(t);
         return NULL;
     }
     for (int i = 0; i < LARSON_SLOTS; i++)
@@ -119,11 +130,12 @@ static void larson(void)
         pthread_t th;
         if (pthread_create(&th, NULL, larson_thread, &ls[t]))
             abort();
-        pthread_detach(th);
     }
-    for (int t = 0; t < nthreads; t++)
+    for (int t = 0; t < nthreads; t++) {
         while (__atomic_load_n(&ls[t].generations, __ATOMIC_ACQUIRE) != -1)
             usleep(1000);
+        pthread_join(ls[t].prev, NULL);       /* the last of the line */
+    }
     free(ls);
 }
 

@@ -124,4 +124,12 @@ check ws_h2_client_upgrade_not_passed_on $r "$f"
 out=$($H2WS "$P" /switch-unasked status 2>&1 | head -1); [ "$out" = ":status: 502" ]; check ws_h2_101_without_accept_502 $? "$out"
 grep -q "Sec-WebSocket-Accept does not answer" "$TMP/daemon.log"; check ws_h2_101_without_accept_cause_logged $? "$(tail -2 "$TMP/daemon.log")"
 out=$($H2WS "$P" /ok status 2>&1 | head -1); [ "$out" = ":status: 502" ]; check ws_h2_200_instead_of_101_502 $? "$out"
+# The proxy is the only one who can check the 101 for its HTTP/2 client (RFC 6455 4.1):
+# a protocol other than websocket, or the accept given twice, is not a WebSocket tunnel.
+out=$($H2WS "$P" /switch-other status 2>&1 | head -1); [ "$out" = ":status: 502" ]; check ws_h2_101_other_protocol_502 $? "$out"
+out=$($H2WS "$P" /switch-two-accepts status 2>&1 | head -1); [ "$out" = ":status: 502" ]; check ws_h2_101_two_accepts_502 $? "$out"
+# An upstream that sends as fast as a fast client reads: the tunnel's output stays within
+# its bound (REQUEST_OUTPUT_MAX) instead of growing with what went through it.
+out=$($H2WS "$P" /switch-flood drain 2>&1); peak=${out##* }
+[ "${out%%,*}" = "drained 134217728" ] && [ "$peak" -lt $((16 << 20)) ]; check ws_h2_fast_tunnel_output_bounded $? "$out"
 kill -0 "$DPID"; check ws_daemon_alive $? "daemon gone"

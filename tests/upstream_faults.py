@@ -33,8 +33,13 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /no-content-te   204 naming chunked coding, no body
   /many-fields     200 with 100 fields besides Content-Length
   /switch-many     a 101 naming websocket with 130 fields, then nothing
+  /switch-flood    a 101 that answers the key, then 128 MiB as fast as the proxy takes them
+  /switch-other    a 101 that answers the key but names another protocol (h2c)
+  /switch-two-accepts  a 101 with two Sec-WebSocket-Accept fields, a wrong one first
 Anything the request carries as a body is read (Content-Length or chunked) first.
 """
+import base64
+import hashlib
 import socket
 import socketserver
 import ssl
@@ -70,6 +75,11 @@ def read_body(f, headers):
             f.readline()
     n = int(headers.get("content-length", "0") or 0)
     return f.read(n) if n else b""
+
+
+def accept(key):
+    """The Sec-WebSocket-Accept that answers key (RFC 6455 4.2.2)."""
+    return base64.b64encode(hashlib.sha1(key.encode() + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
 
 
 def respond(sock, status, body, extra=""):
@@ -176,6 +186,27 @@ class Handler(socketserver.BaseRequestHandler):
                 s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
                           b"".join(b"X-F%d: %d\r\n" % (i, i) for i in range(130)) + b"\r\n")
                 time.sleep(1)
+                return
+            elif path == "/switch-flood":
+                s.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           "Sec-WebSocket-Accept: %s\r\n\r\n" % accept(headers.get("sec-websocket-key", ""))).encode())
+                chunk = b"\x82\x7e\xff\xfc" + b"f" * 65532       # binary frames of 65532 bytes
+                try:
+                    for _ in range(2048):
+                        s.sendall(chunk)
+                except OSError:
+                    pass
+                return
+            elif path == "/switch-other":
+                s.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n"
+                           "Sec-WebSocket-Accept: %s\r\n\r\n" % accept(headers.get("sec-websocket-key", ""))).encode())
+                time.sleep(0.5)
+                return
+            elif path == "/switch-two-accepts":
+                s.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           "Sec-WebSocket-Accept: wrong\r\nSec-WebSocket-Accept: %s\r\n\r\n"
+                           % accept(headers.get("sec-websocket-key", ""))).encode())
+                time.sleep(0.5)
                 return
             elif path == "/sse":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")

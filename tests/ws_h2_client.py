@@ -14,9 +14,15 @@ both ways.
   ws_h2_client.py PORT PATH [tls] protocol P   an extended CONNECT for :protocol P: the :status
   ws_h2_client.py PORT PATH [tls] reset N   N tunnels opened, then each reset (RST_STREAM) with
                                             the connection kept open; prints "reset N"
+  ws_h2_client.py PORT PATH [tls] drain     one tunnel read as fast as it comes until the server
+                                            ends it, the daemon's heap_alloc_bytes (/-/stats on
+                                            PORT) looked at every 4 MiB; prints "drained BYTES,
+                                            heap at most BYTES"
 """
+import json
 import socket
 import ssl
+import urllib.request
 import sys
 import time
 
@@ -190,6 +196,20 @@ def main():
         cl.flush()
         time.sleep(1)
         print("reset %d" % count)
+        return
+    if mode == "drain":
+        sid, h = cl.connect(path)
+        assert h[":status"] == "200", h
+        got, peak, looked = 0, 0, 0
+        while sid not in cl.ended:
+            cl.pump()
+            got += len(cl.data.pop(sid, b""))
+            if got - looked >= 4 << 20:
+                looked = got
+                with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                        "http://127.0.0.1:%d/-/stats" % port, timeout=10) as f:
+                    peak = max(peak, json.load(f)["heap_alloc_bytes"])
+        print("drained %d, heap at most %d" % (got, peak))
         return
     raise SystemExit("unknown mode " + mode)
 

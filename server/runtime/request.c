@@ -679,6 +679,13 @@ int req_write(struct request *r, const void *data, size_t len)
             continue;
         }
         size_t n = OUTB_MAX - pending < len ? OUTB_MAX - pending : len;
+        /* What the front end took is room again: a stream topped up as fast as it is
+         * taken never empties, and the buffer would otherwise grow with all it carried. */
+        if (r->outb_off && r->outb.len + n > r->outb.cap) {
+            memmove(r->outb.data, r->outb.data + r->outb_off, pending);
+            r->outb.len = pending;
+            r->outb_off = 0;
+        }
         if (buf_append(&r->outb, p, n))
             return -1;
         if (!pending) {     /* data is ready again: the peer's turn from here */

@@ -400,6 +400,7 @@ static int respond(struct exchange *x)
     struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
     const char *via = NULL, *upgrade = NULL, *accept = NULL;
+    unsigned accepts = 0;
     struct buf connection = { 0 };
     int rc = 0;
     for (size_t off = 0; off < p->fields.len && !rc;) {
@@ -410,10 +411,16 @@ static int respond(struct exchange *x)
         else if (!strcmp(name, "upgrade"))
             upgrade = value;
         else if (!strcmp(name, "sec-websocket-accept"))
-            accept = value;
+            accept = value, accepts++;
     }
-    if (!rc && x->ws_key[0] && p->upgraded && !websocket_accepts(x->ws_key, accept)) {
+    /* The checks RFC 6455 4.1 gives the client, which over HTTP/2 never sees the 101: one
+     * accept (11.3.3), the key's, and a switch to websocket itself. */
+    if (!rc && x->ws_key[0] && p->upgraded && (accepts != 1 || !websocket_accepts(x->ws_key, accept))) {
         p->error = "upstream's Sec-WebSocket-Accept does not answer the handshake's key";
+        rc = -2;
+    }
+    if (!rc && x->ws_key[0] && p->upgraded && (!upgrade || strcasecmp(upgrade, "websocket"))) {
+        p->error = "upstream switched to a protocol other than websocket";
         rc = -2;
     }
     if (!rc && x->ws_key[0] && !p->upgraded && p->status / 100 == 2) {

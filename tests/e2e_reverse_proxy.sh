@@ -228,6 +228,13 @@ check not_modified_and_no_content_end_at_head $? "$(tr '\n' ';' <<< "$w")"
 sleep 1.5    # past proxy_read_timeout: a handler left waiting for the body has failed by now
 errs=$(grep -E '/not-modified|/no-content-te' "$TMP/daemon.log")
 [ -z "$errs" ]; check not_modified_and_no_content_no_upstream_error $? "$errs"
+# ... and the connection goes back to the pool: the end is found at the head, not at a
+# next byte an upstream keeping the connection never sends.
+before=$(curl -s "http://127.0.0.1:$P/conns")
+curl -s -o /dev/null -o /dev/null "http://127.0.0.1:$P/not-modified" "http://127.0.0.1:$P/not-modified"
+after=$(curl -s "http://127.0.0.1:$P/conns")
+[ -n "$before" ] && [ "$after" = "$before" ]
+check not_modified_connection_reused $? "upstream connections accepted: $before before two 304s, $after after"
 # More fields than a response passes on: 502, never a head with fields cut away, nor a
 # write past the field array (a 101 has one field more of its own).
 [ "$(st /many-fields)" = 502 ]; check too_many_upstream_fields_502 $? "$(head -c 200 "$TMP/body.out")"

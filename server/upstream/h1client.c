@@ -134,8 +134,11 @@ static int on_headers_complete(llhttp_t *p)
     buf_free(&r->value);
     r->head_done = true;
     r->event = H1RESP_HEAD;
-    if (r->head_request)
-        return 1;                  /* the head announces a body that does not come */
+    /* The head announces a body that does not come; a 204 or 304 has none either (RFC
+     * 9110 6.4.1), and its end is here: paused instead, llhttp would report it only
+     * with the next byte, which an upstream keeping the connection never sends. */
+    if (r->head_request || r->status == 204 || r->status == 304)
+        return 1;
     return HPE_PAUSED;
 }
 

@@ -130,6 +130,18 @@ if command -v promtool >/dev/null; then
   printf '%s\n' "$m" | promtool check metrics >/dev/null 2>"$TMP/promtool.out"; check odd_server_name_promtool $? "$(head -3 "$TMP/promtool.out")"
 fi
 stop_daemon
+# A path is bytes, not text: one that is not UTF-8 (and one that is) stays a label
+# Prometheus takes and a JSON string a strict decoder takes.
+odd=$(printf '%s/bad\377\376-caf\303\251.sock' "$TMP")
+proxy_to odd8 "unix:$odd:"
+curl -s -o /dev/null "http://127.0.0.1:$P/x"
+curl -s -o "$TMP/odd8.metrics" "http://127.0.0.1:$P/metrics"; curl -s -o "$TMP/odd8.json" "http://127.0.0.1:$P/-/dashboard/data"
+$PY -c 'import json, sys; u = json.loads(open(sys.argv[1], "rb").read())["upstreams"]; assert u[0]["server"].endswith("/bad\ufffd\ufffd-caf\u00e9.sock"), u' "$TMP/odd8.json" 2>"$TMP/json.out"
+check odd_server_name_not_utf8_json $? "$(tail -1 "$TMP/json.out")"
+if command -v promtool >/dev/null; then
+  promtool check metrics < "$TMP/odd8.metrics" >/dev/null 2>"$TMP/promtool.out"; check odd_server_name_not_utf8_promtool $? "$(head -3 "$TMP/promtool.out")"
+fi
+stop_daemon
 
 # ---- aiohttp: streaming both ways ----
 proxy_to aio "127.0.0.1:$AIO" "proxy_read_timeout = 55s"

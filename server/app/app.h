@@ -118,4 +118,31 @@ long query_int(const char *target, const char *key);
 uint64_t rss_bytes(void);
 void stats_init(void);        /* stats.c: the process start time */
 
+/* The length of the well-formed UTF-8 sequence s starts with (RFC 3629: no overlong form,
+ * surrogate or code point past U+10FFFF), or 0.  s is NUL-terminated: a sequence cut
+ * short is not one.  For names the configuration took as bytes (a unix socket's path)
+ * that go out where text is required (Prometheus labels, JSON). */
+static inline size_t utf8_sequence(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (u[0] < 0x80)
+        return 1;
+    if (u[0] >= 0xc2 && u[0] <= 0xdf)
+        n = 2;
+    else if (u[0] >= 0xe0 && u[0] <= 0xef)
+        n = 3, lo = u[0] == 0xe0 ? 0xa0 : 0x80, hi = u[0] == 0xed ? 0x9f : 0xbf;
+    else if (u[0] >= 0xf0 && u[0] <= 0xf4)
+        n = 4, lo = u[0] == 0xf0 ? 0x90 : 0x80, hi = u[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0;
+    if (u[1] < lo || u[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (u[i] < 0x80 || u[i] > 0xbf)
+            return 0;
+    return n;
+}
+
 #endif

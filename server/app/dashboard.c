@@ -101,14 +101,24 @@ static void upstreams(struct buf *b, const struct config *cfg)
         const struct upstream_server_conf *sv = &cfg->upstream_servers[i];
         char item[6 * sizeof sv->text];
         size_t k = 0;
-        for (const char *v = sv->text; *v; v++) {
+        for (const char *v = sv->text; *v;) {
             unsigned char c = (unsigned char)*v;
-            if (c < 0x20 || c == 0x7f)
-                k += (size_t)snprintf(item + k, 8, "\\u%04x", c);
-            else {
-                if (c == '\\' || c == '"')
-                    item[k++] = '\\';
-                item[k++] = (char)c;
+            size_t seq = utf8_sequence(v);
+            if (!seq) {            /* JSON is UTF-8: a byte that is none of it is U+FFFD */
+                k += (size_t)snprintf(item + k, 8, "\\ufffd");
+                v++;
+            } else if (seq > 1) {
+                memcpy(item + k, v, seq);
+                k += seq, v += seq;
+            } else {
+                if (c < 0x20 || c == 0x7f)
+                    k += (size_t)snprintf(item + k, 8, "\\u%04x", c);
+                else {
+                    if (c == '\\' || c == '"')
+                        item[k++] = '\\';
+                    item[k++] = (char)c;
+                }
+                v++;
             }
         }
         item[k] = 0;

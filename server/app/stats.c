@@ -182,13 +182,20 @@ static void sample(struct buf *b, const char *name, const char *labels, double v
 static void server_labels(char *out, size_t cap, const struct upstream_server_conf *sv, const char *key,
                           const char *value)
 {
-    char server[2 * sizeof sv->text];
+    char server[2 * sizeof sv->text + 4];
     size_t k = 0;
-    for (const char *v = sv->text; *v && k + 3 < sizeof server; v++) {
+    for (const char *v = sv->text; *v && k + 5 < sizeof server;) {
         unsigned char c = (unsigned char)*v;
+        size_t seq = utf8_sequence(v);
+        if (seq > 1) {             /* a label is UTF-8: a byte that is none of it is a '?' */
+            memcpy(server + k, v, seq);
+            k += seq, v += seq;
+            continue;
+        }
         if (c == '\\' || c == '"')
             server[k++] = '\\';
-        server[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+        server[k++] = !seq || c < 0x20 || c == 0x7f ? '?' : (char)c;
+        v++;
     }
     server[k] = 0;
     if (key)

@@ -252,6 +252,7 @@ struct scope {
     bool pass_tls;                 /* https:// */
     bool pass_reported;            /* its error is said (config_finish) */
     struct upstream_tls ssl;       /* the proxy_ssl_* keys given here (name NULL: proxy_pass's host) */
+    bool pass_h2c;                 /* h2c://: HTTP/2 with prior knowledge */
     double proxy_timeouts[3];      /* connect, read, send */
     uint32_t proxy_tries;
     const char *proxy_host;
@@ -815,7 +816,7 @@ static int set_proxy_pass(struct setter_args *a)
     char group[64], uri[256], host[256];
     struct upstream_server_conf direct;
     if (proxy_parse_pass(a->value, &a->s->pass_tls, host, sizeof host, group, sizeof group, &direct, uri, sizeof uri,
-                         a->why, a->whylen))
+                         &a->s->pass_h2c, a->why, a->whylen))
         return -1;
     a->s->pass_host = sdup(a->c, host);
     a->s->pass_group = sdup(a->c, group);
@@ -1865,6 +1866,7 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
     pc->send_timeout = m->proxy_timeouts[2];
     pc->next_upstream_tries = m->proxy_tries;
     pc->from = ps->pass_from;
+    pc->h2c = ps->pass_h2c;
     return pc;
 }
 

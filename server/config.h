@@ -136,6 +136,7 @@ struct proxy_conf {
     uint32_t next_upstream_tries;  /* 0: as many as there are servers */
     const char *from;              /* where proxy_pass was set */
     const struct upstream_tls *tls;    /* proxy_pass https://; NULL: cleartext */
+    bool h2c;                      /* proxy_pass h2c://: HTTP/2 with prior knowledge (gRPC) */
 };
 
 struct route;                      /* app/app.h: a built-in route */
@@ -339,8 +340,8 @@ int config_parse_uint(const char *v, unsigned long long max, unsigned long long 
 /* proxy_conf.c: proxy_pass's value (an address: *direct filled; a group: *group named)
  * and an upstream section's server line.  0, or -1 with why. */
 int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, char *group, size_t group_cap,
-                     struct upstream_server_conf *direct,
-                     char *uri, size_t uri_cap, char *why, size_t whylen);
+                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, bool *h2c, char *why,
+                     size_t whylen);
 int upstream_parse_server(const char *value, struct upstream_server_conf *s, char *why, size_t whylen);
 void upstream_server_defaults(struct upstream_server_conf *s);
 

@@ -123,17 +123,20 @@ static void host_of(const char *addr, char *host, size_t cap)
     snprintf(host, cap, "%.*s", (int)n, addr);
 }
 
-/* proxy_pass = http[s]://WHERE[/URI]: WHERE is an address, unix:/path: or a group name;
- * *tls for https, host WHERE's host as written. */
+/* proxy_pass = http[s]://WHERE[/URI] or h2c://WHERE[/URI]: WHERE is an address,
+ * unix:/path: or a group name; *tls for https, *h2c for h2c (HTTP/2 with prior knowledge,
+ * as nginx's grpc_pass grpc:// and Caddy's versions h2c), host WHERE's host as written. */
 int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, char *group, size_t group_cap,
-                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, char *err, size_t errlen)
+                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, bool *h2c, char *err,
+                     size_t errlen)
 {
     group[0] = uri[0] = host[0] = 0;
     *tls = !strncmp(value, "https://", 8);
-    if (!*tls && strncmp(value, "http://", 7))
-        return fail(err, errlen, "proxy_pass '%s': expected http[s]://ADDRESS[/PATH] or http[s]://UPSTREAM[/PATH]%s",
-                    value, "");
-    const char *where = value + (*tls ? 8 : 7), *slash;
+    *h2c = !strncmp(value, "h2c://", 6);
+    if (!*tls && !*h2c && strncmp(value, "http://", 7))
+        return fail(err, errlen, "proxy_pass '%s': expected http[s]://ADDRESS[/PATH], http[s]://UPSTREAM[/PATH] or "
+                    "h2c://...%s", value, "");
+    const char *where = value + (*tls ? 8 : *h2c ? 6 : 7), *slash;
     char addr[200];
     if (!strncmp(where, "unix:", 5)) {
         /* nginx: http://unix:/path/to.sock:/uri - the socket's path ends at the next colon */

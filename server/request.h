@@ -143,6 +143,11 @@ int req_respond_file_with(struct request *r, int status, const struct req_fields
                           size_t n, const struct body_source *src, int64_t off, int64_t len);
 int req_write(struct request *r, const void *data, size_t len);
 int req_end(struct request *r);
+/* req_end with trailer fields after the body (a gRPC server's grpc-status): HTTP/2 sends
+ * them as a trailing HEADERS frame; HTTP/1.1 as the chunked trailer section when the
+ * response is chunked and the client's TE lists "trailers" (RFC 9110 6.5.1), and drops
+ * them otherwise.  Names go out in lower case; the fields are copied. */
+int req_end_with_trailers(struct request *r, const struct header *h, size_t n);
 /* The response cannot be completed (its source failed midway): the client must see it
  * cut short - HTTP/2 resets the stream, HTTP/1.1 closes the connection - never a
  * shorter body that looks whole. */

@@ -70,6 +70,7 @@ struct exchange {
     size_t rx_off;
     double started;
     bool reused, request_sent, body_started, responded, body_open;
+    bool h2;                       /* the upstream speaks h2c (upstream/h2client.c) */
     uint8_t send_failed;           /* the upstream stopped taking the request: why */
 };
 
@@ -256,6 +257,69 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
 
 static int respond(struct exchange *x);
 
+/* The upstream's head came: timed, counted and passed on. */
+static int got_head(struct exchange *x, enum upstream_failure *why)
+{
+    struct request *r = x->r;
+    struct req_upstream *u = req_upstream(r);
+    if (u) {
+        u->header_time = req_now(r) - x->started;
+        u->status = x->resp.status;
+    }
+    upstream_responded(x->sc, x->resp.status);
+    int rs = respond(x);
+    if (rs)
+        *why = rs == -2 ? UF_INVALID : UF_NONE;
+    return rs ? -1 : 0;
+}
+
+/* The response's trailers (an h2c upstream's, gRPC's grpc-status) with the body's end;
+ * the hop-by-hop ones and framing left out, as in the head. */
+static int end_with_trailers(struct exchange *x, enum upstream_failure *why)
+{
+    uint32_t count;
+    const struct buf *b = h2up_trailers(x->uc, &count);
+    struct header h[REQ_RESPONSE_FIELDS_MAX];
+    size_t n = 0;
+    for (size_t off = 0; off < b->len;) {
+        const char *name = b->data + off, *value = name + strlen(name) + 1;
+        off = (size_t)(value - b->data) + strlen(value) + 1;
+        if (hop_by_hop(name, NULL) || !strcmp(name, "content-length"))
+            continue;
+        if (n == REQ_RESPONSE_FIELDS_MAX) {
+            x->resp.error = "upstream sent too many trailer fields";
+            *why = UF_INVALID;
+            return -1;
+        }
+        h[n++] = (struct header){ name, value };
+    }
+    req_end_with_trailers(x->r, h, n);
+    return 0;
+}
+
+/* pump for an h2c upstream: h2client.c moves both ways and frames; this passes on what
+ * it found, as pump does. */
+static int pump_h2(struct exchange *x, int *events, enum upstream_failure *why)
+{
+    for (;;) {
+        int ev = h2up_step(x->uc, events, why);
+        if (ev == H1RESP_MORE)
+            return 0;
+        if (ev == H1RESP_ERROR)
+            return -1;
+        if (ev == H1RESP_HEAD && got_head(x, why))
+            return -1;
+        if (ev == H1RESP_BODY && req_write(x->r, x->resp.body, x->resp.body_len)) {
+            *why = UF_NONE;
+            return -1;
+        }
+        if (ev == H1RESP_END) {
+            x->request_sent = true;
+            return end_with_trailers(x, why) ? -1 : 1;
+        }
+    }
+}
+
 /* Moves what can move without waiting, both ways at once - the request up (its head,
  * then body as it arrives), the response in and on to the client - since an upstream
  * may answer while the body still comes (an echo, an early 413) and would stop reading
@@ -322,17 +386,8 @@ static int pump(struct exchange *x, bool chunked, int *events, enum upstream_fai
         if (ev == H1RESP_END)
             return 1;
         if (ev == H1RESP_HEAD) {
-            struct req_upstream *u = req_upstream(r);
-            if (u) {
-                u->header_time = req_now(r) - x->started;
-                u->status = x->resp.status;
-            }
-            upstream_responded(x->sc, x->resp.status);
-            int rs = respond(x);
-            if (rs) {
-                *why = rs == -2 ? UF_INVALID : UF_NONE;
+            if (got_head(x, why))
                 return -1;
-            }
             continue;
         }
         if (ev == H1RESP_BODY) {
@@ -456,11 +511,11 @@ static int respond(struct exchange *x)
         return -2;
     }
     char via_text[512];
-    snprintf(via_text, sizeof via_text, "%.480s%s1.1 h2park", via ? via : "", via ? ", " : "");
+    snprintf(via_text, sizeof via_text, "%.480s%s%s h2park", via ? via : "", via ? ", " : "", x->h2 ? "2.0" : "1.1");
     h[n++] = (struct header){ "via", via_text };
     int64_t length = p->length >= 0 ? p->length : BODY_STREAM;
-    if (p->status == 204 || p->status == 304)
-        length = BODY_NONE;
+    if (p->status == 204 || p->status == 304 || (x->h2 && p->complete && p->length < 0))
+        length = BODY_NONE;        /* h2c: a head that ended the stream (gRPC's trailers-only) */
     if (p->upgraded) {
         if (!upgrade) {
             p->error = "upstream switched protocols without naming one";
@@ -554,7 +609,7 @@ static int attempt(struct exchange *x, const struct buf *head, bool chunked, enu
     struct request *r = x->r;
     struct req_upstream *u = req_upstream(r);
     *retry = false;
-    x->uc = upstream_take(x->sc, x->pc->tls, req_now(r));
+    x->uc = upstream_take(x->sc, x->pc->tls, req_now(r), x->h2);
     x->reused = x->uc != NULL;
     if (!x->uc) {
         x->uc = upstream_connect(r, x->sc, x->pc->tls, x->pc->connect_timeout, why);
@@ -565,18 +620,28 @@ static int attempt(struct exchange *x, const struct buf *head, bool chunked, enu
     }
     if (u && u->connect_time < 0)
         u->connect_time = req_now(r) - x->started;
+    if (x->h2 && !x->uc->h2 && h2up_open(x->uc, req_config(r)->max_header_list_size)) {
+        *why = UF_SEND;
+        goto failed;
+    }
     h1resp_free(&x->resp);
     h1resp_init(&x->resp, req_is_head(r), x->upgrade != NULL, req_config(r)->max_header_list_size);
     x->rx.len = x->rx_off = 0;
     x->body_open = chunked || req_content_length(r) > 0;
     x->request_sent = false;
     x->send_failed = 0;
-    if (buf_append(&x->uc->t.out, head->data, head->len)) {
+    if (x->h2) {
+        x->body_started = x->body_open;   /* nghttp2 takes the body as the window opens: never sent twice */
+        if (h2up_submit(x->uc, r, head, &x->resp)) {
+            *why = UF_SEND;
+            goto failed;
+        }
+    } else if (buf_append(&x->uc->t.out, head->data, head->len)) {
         *why = UF_SEND;
         goto failed;
     }
     for (;;) {
-        int events = 0, p = pump(x, chunked, &events, why);
+        int events = 0, p = x->h2 ? pump_h2(x, &events, why) : pump(x, chunked, &events, why);
         if (p > 0)
             break;
         if (p < 0)
@@ -610,12 +675,14 @@ static int attempt(struct exchange *x, const struct buf *head, bool chunked, enu
     /* Reused only after a complete exchange both ways with nothing more on the wire: bytes
      * after the response's end are an upstream answering twice, and would be the next
      * client's response. */
-    bool reusable = x->resp.keep_alive && x->request_sent && x->rx_off == x->rx.len;
+    bool reusable = x->h2 ? h2up_reusable(x->uc) : x->resp.keep_alive && x->request_sent && x->rx_off == x->rx.len;
+    h2up_end_exchange(x->uc);
     upstream_done(x->uc, reusable, req_now(r));
     x->uc = NULL;
     return 0;
 failed:
     if (x->uc) {
+        h2up_end_exchange(x->uc);
         upstream_done(x->uc, false, req_now(r));
         x->uc = NULL;
     }
@@ -635,8 +702,8 @@ void proxy_pass_handle(struct request *r)
     /* WebSocket is the one upgrade passed on: another protocol is not known to be one a
      * byte tunnel carries faithfully (h2c is the front end's own). */
     const char *upgrade = req_upgrade(r);
-    if (upgrade && !http_list_has(upgrade, "websocket"))
-        upgrade = NULL;
+    if (upgrade && (!http_list_has(upgrade, "websocket") || pc->h2c))
+        upgrade = NULL;            /* (an h2c upstream would need RFC 8441's CONNECT too) */
     bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
     if (h2 && !strcmp(req_method(r), "CONNECT") && (!upgrade || strcmp(upgrade, "websocket"))) {
         sc_free(x);                /* an extended CONNECT for a protocol no upstream is asked for */
@@ -660,6 +727,7 @@ void proxy_pass_handle(struct request *r)
     x->r = r;
     x->pc = pc;
     x->upgrade = upgrade;
+    x->h2 = pc->h2c;
     x->started = req_now(r);
     struct req_upstream *u = req_upstream(r);
     uint32_t tried = 0;

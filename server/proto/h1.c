@@ -846,6 +846,23 @@ static int response_done(struct conn *c)
     return parse_queued(c);
 }
 
+/* The chunked body's end, with the handler's trailer fields (req_end_with_trailers) if
+ * the client said it takes them (TE: trailers, RFC 9110 6.5.1); a client that did not
+ * may not know what to do with them, so they are dropped, as nginx does. */
+static int write_last_chunk(struct conn *c, struct request *q)
+{
+    size_t off = 0;
+    struct header f;
+    bool wanted = http_list_has(req_header(q, "te"), "trailers");
+    if (buf_append(&c->sock.out, "0\r\n", 3))
+        return -1;
+    while (wanted && request_trailer(q, &off, &f))
+        if (buf_append(&c->sock.out, f.name, strlen(f.name)) || buf_append(&c->sock.out, ": ", 2) ||
+            buf_append(&c->sock.out, f.value, strlen(f.value)) || buf_append(&c->sock.out, "\r\n", 2))
+            return -1;
+    return buf_append(&c->sock.out, "\r\n", 2);
+}
+
 static int h1_send(struct conn *c)
 {
     struct h1_conn *h = H(c);
@@ -862,7 +879,7 @@ static int h1_send(struct conn *c)
     if (write_body(c, r))
         return -1;
     if (request_out_finished(&r->r) && !r->r.sent_all) {
-        if (r->chunked && buf_append(&c->sock.out, "0\r\n\r\n", 5))
+        if (r->chunked && write_last_chunk(c, &r->r))
             return -1;
         if (response_done(c))
             return -1;

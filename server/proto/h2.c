@@ -161,6 +161,22 @@ static void h2_trim(struct conn *c)
 
 /* ---- requests on streams ---- */
 
+/* The body's last DATA frame: it ends the stream, or the trailers the handler gave
+ * (req_end_with_trailers) do, in a HEADERS frame of their own (RFC 9113 8.1).  nghttp2
+ * copies them; a stream whose handler is gone gets none. */
+static void end_body(nghttp2_session *session, struct h2_stream *s, uint32_t *data_flags)
+{
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    nghttp2_nv nv[MAX_RESPONSE_HEADERS];
+    size_t n = 0, off = 0;
+    struct header f;
+    while (s->r.state != REQ_ORPHANED && n < MAX_RESPONSE_HEADERS && request_trailer(&s->r, &off, &f))
+        nv[n++] = (nghttp2_nv){ (uint8_t *)(uintptr_t)f.name, (uint8_t *)(uintptr_t)f.value, strlen(f.name),
+                                strlen(f.value), NGHTTP2_NV_FLAG_NONE };
+    if (n && !nghttp2_submit_trailer(session, s->id, nv, n))
+        *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+}
+
 static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
                                 uint32_t *data_flags, nghttp2_data_source *source, void *user_data)
 {
@@ -172,11 +188,11 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
         size_t n = avail < length ? avail : length;
         *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
         if (s->r.out_eof && n == avail)
-            *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+            end_body(session, s, data_flags);
         return (ssize_t)n;
     }
     if (s->r.out_eof || s->r.state == REQ_ORPHANED) {
-        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        end_body(session, s, data_flags);
         return 0;
     }
     s->deferred = true;

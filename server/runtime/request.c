@@ -194,6 +194,7 @@ static void release(struct request *r)
     if (r->extra) {
         if (ev_is_active(&r->extra->fd_wait) || ev_is_pending(&r->extra->fd_wait))
             ev_io_stop(c->w->loop, &r->extra->fd_wait);
+        buf_free(&r->extra->trailers);
         sc_free(r->extra);
     }
     if (r->src.release)
@@ -706,6 +707,39 @@ int req_end(struct request *r)
     r->out_eof = true;
     r->ops->output_ready(r);
     return 0;
+}
+
+static struct request_extra *extra(struct request *r);
+
+int req_end_with_trailers(struct request *r, const struct header *h, size_t n)
+{
+    if (gone(r) || !r->responded || r->out_eof)
+        return -1;
+    struct request_extra *e = n ? extra(r) : NULL;
+    if (n && !e)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strlen(h[i].name), vl = strlen(h[i].value);
+        if (buf_reserve(&e->trailers, nl + vl + 2))
+            return -1;
+        char *d = e->trailers.data + e->trailers.len;
+        for (size_t k = 0; k < nl; k++)
+            d[k] = (char)(h[i].name[k] >= 'A' && h[i].name[k] <= 'Z' ? h[i].name[k] + 32 : h[i].name[k]);
+        d[nl] = 0;
+        memcpy(d + nl + 1, h[i].value, vl + 1);
+        e->trailers.len += nl + vl + 2;
+    }
+    return req_end(r);
+}
+
+bool request_trailer(const struct request *r, size_t *off, struct header *f)
+{
+    if (!r->extra || *off >= r->extra->trailers.len)
+        return false;
+    f->name = r->extra->trailers.data + *off;
+    f->value = f->name + strlen(f->name) + 1;
+    *off = (size_t)(f->value - r->extra->trailers.data) + strlen(f->value) + 1;
+    return true;
 }
 
 void req_abort(struct request *r)

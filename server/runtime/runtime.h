@@ -135,7 +135,12 @@ struct request_extra {
     uint8_t fd_events;                    /* req_wait_fd: what it waits for, then what came */
     bool has_upstream;
     struct req_upstream upstream;
+    struct buf trailers;                  /* req_end_with_trailers: name\0value\0 pairs, names lower case */
 };
+
+/* The response's trailer fields, for the front end once the body has ended: *off starts
+ * at 0; false after the last (or if there are none). */
+bool request_trailer(const struct request *r, size_t *off, struct header *f);
 
 /* The response fields, in r->resp as respond wrote them: per field the lengths of its
  * name and value, then both, each followed by a NUL; names in lower case.  *off starts

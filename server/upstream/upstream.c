@@ -83,6 +83,7 @@ static uint64_t fingerprint(const struct config *c)
 
 static void conn_close_now(struct upstream_conn *uc)
 {
+    h2up_free(uc);
     transport_release(&uc->t, true);   /* over TLS a close_notify first, best effort */
     close(uc->t.fd);
     sc_free(uc);
@@ -260,7 +261,8 @@ static bool made_for(const struct upstream_conn *uc, const struct upstream_tls *
     return tls ? uc->t.ssl && SSL_get_SSL_CTX(uc->t.ssl) == tls->ctx : !uc->t.ssl;
 }
 
-struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now)
+struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now,
+                                    bool h2)
 {
     struct upstreams *u = state();
     if (!u || !current(u, sc))
@@ -268,14 +270,14 @@ struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const
     struct server_state *st = &u->s[sc->index];
     for (struct upstream_conn **pp = &st->idle; *pp;) {
         struct upstream_conn *uc = *pp;
-        if (!made_for(uc, tls)) {
-            pp = &uc->next;        /* another location's settings (or a reload's) */
+        if (!made_for(uc, tls) || (uc->h2 != NULL) != h2) {
+            pp = &uc->next;        /* another location's settings (or a reload's), or protocol */
             continue;
         }
         *pp = uc->next;
         st->nidle--;
         set(&st->n.idle, st->nidle);
-        if (now - uc->idle_since <= sc->keepalive_timeout && quiet(&uc->t)) {
+        if (now - uc->idle_since <= sc->keepalive_timeout && (h2 ? h2up_idle_ok(uc) : quiet(&uc->t))) {
             uc->next = NULL;
             st->active++;
             set(&st->n.active, st->active);
@@ -365,6 +367,7 @@ void upstream_done(struct upstream_conn *uc, bool reusable, double now)
     }
     buf_free(&uc->t.out);
     uc->t.out_off = 0;
+    h2up_idle(uc);
     uc->idle_since = now;
     uc->next = st->idle;           /* the most recently used is taken first: it is warm */
     st->idle = uc;

@@ -34,6 +34,7 @@ struct upstream_conn {
     uint32_t epoch;                /* the worker's server list it belongs to */
     uint32_t exchanges;            /* requests it has carried */
     uint8_t server;                /* index in config->upstream_servers */
+    struct h2up *h2;               /* an h2c connection's client session (h2client.c), or NULL */
 };
 
 /* Why an attempt failed: each has nginx's status (502, 504) and counts against the
@@ -50,8 +51,10 @@ int upstream_failure_status(enum upstream_failure f);
  * -1 with *why UF_NOLIVE or UF_BUSY. */
 int upstream_pick(const struct upstream_group *g, double now, uint32_t tried, enum upstream_failure *why);
 /* A pooled connection to server sc that is still open and quiet, or NULL; over TLS (tls
- * not NULL) only one made with tls's context. */
-struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now);
+ * not NULL) only one made with tls's context; h2: one that speaks HTTP/2 (h2client.c),
+ * else HTTP/1.1. */
+struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now,
+                                    bool h2);
 /* A new connection to server sc, connected (and its TLS handshake done, if tls) within
  * timeout seconds; the waits are r's.  NULL with *why on failure (r gone: UF_NONE). */
 struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc,
@@ -116,5 +119,29 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
  * H1RESP_ERROR if the message was cut short. */
 int h1resp_eof(struct h1_response *p);
 void h1resp_free(struct h1_response *p);
+
+/* h2client.c: HTTP/2 with prior knowledge (h2c) on an upstream connection, one exchange
+ * at a time.  h2up_open gives uc a client session (SETTINGS queued); h2up_submit queues
+ * r's request from the HTTP/1.1 head proxy_pass built (its request line, Host and fields)
+ * with r's body to come; h2up_step moves both ways without waiting and says what it found
+ * as h1resp_parse does - H1RESP_HEAD (resp filled: status, fields, length, complete for a
+ * head that ends the stream), H1RESP_BODY (resp->body, body_len: valid until the next
+ * step), H1RESP_END, H1RESP_ERROR (*why, resp->error the cause), or H1RESP_MORE with the
+ * *events to wait for. */
+struct h2up;
+int h2up_open(struct upstream_conn *uc, uint32_t head_max);
+int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *head, struct h1_response *resp);
+int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why);
+/* The trailer fields the response ended with: name\0value\0 pairs, *n of them. */
+const struct buf *h2up_trailers(const struct upstream_conn *uc, uint32_t *n);
+/* After H1RESP_END: both sides ended, cleanly, and the connection may carry another. */
+bool h2up_reusable(const struct upstream_conn *uc);
+/* The exchange is over (a stream still open is reset); its buffers go. */
+void h2up_end_exchange(struct upstream_conn *uc);
+/* upstream.c: a pooled connection, taken (what the server sent meanwhile is read: false
+ * if it went away) and put back (the frame buffer's pages given back); and freed. */
+bool h2up_idle_ok(struct upstream_conn *uc);
+void h2up_idle(struct upstream_conn *uc);
+void h2up_free(struct upstream_conn *uc);
 
 #endif

@@ -50,6 +50,8 @@ struct h2up {
     nghttp2_session *session;
     void *framebuf;                /* nghttp2's frame buffer (its one 16 KiB+ block) */
     size_t framebuf_size;
+    void *zeroish;                 /* the stream map's table: all zero while idle */
+    size_t zeroish_size;
     /* The exchange in flight, or id 0. */
     struct request *r;
     struct h1_response *resp;      /* the head's fields, status and length go here */
@@ -91,9 +93,20 @@ static void m_free(void *p, void *ud)
     struct h2up *h = ud;
     if (p && p == h->framebuf)
         h->framebuf = NULL;
+    if (p && p == h->zeroish)
+        h->zeroish = NULL;
     sc_free(p);
 }
-static void *m_calloc(size_t k, size_t n, void *ud) { (void)ud; return sc_calloc(k, n); }
+static void *m_calloc(size_t k, size_t n, void *ud)
+{
+    struct h2up *h = ud;
+    void *p = sc_calloc(k, n);
+    if (p && k * n >= OS_PAGE && !h->zeroish) {
+        h->zeroish = p;
+        h->zeroish_size = k * n;
+    }
+    return p;
+}
 static void *m_realloc(void *p, size_t n, void *ud)
 {
     n = rounded(n);
@@ -372,11 +385,26 @@ bool h2up_idle_ok(struct upstream_conn *uc)
     return send_some(h, &uc->t) == 0;   /* PING and SETTINGS acknowledged now */
 }
 
+/* Pages of p that are all zero go back: they read back the same. */
+static void release_zero_pages(void *p, size_t len)
+{
+    static const char zero[OS_PAGE];
+    uintptr_t lo = ((uintptr_t)p + OS_PAGE - 1) & ~(uintptr_t)(OS_PAGE - 1);
+    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(OS_PAGE - 1);
+    for (uintptr_t a = lo; a < hi; a += OS_PAGE)
+        if (!memcmp((void *)a, zero, OS_PAGE))
+            sc_release_pages((void *)a, OS_PAGE);
+}
+
 void h2up_idle(struct upstream_conn *uc)
 {
     struct h2up *h = uc->h2;
-    if (h && h->framebuf)
+    if (!h)
+        return;
+    if (h->framebuf)
         sc_release_pages(h->framebuf, h->framebuf_size);
+    if (h->zeroish)
+        release_zero_pages(h->zeroish, h->zeroish_size);
 }
 
 size_t h2up_pending_input(const struct upstream_conn *uc)

@@ -1,0 +1,170 @@
+#!/bin/bash
+# The reverse proxy to h2c upstreams (proxy_pass = h2c://...): HTTP/2 with prior
+# knowledge, nghttp2's client session, one exchange per connection at a time.  Peers:
+# a gRPC server and client from python3-grpcio (unary, a trailers-only error, client
+# streaming past the flow-control window, bidirectional streaming answered as it goes),
+# nghttpd as a plain h2c file server (curl, h2load), and an h2c server on python3-h2
+# (tests/upstream_h2_faults.py) for what a real server only does when it fails: a reset
+# stream before and during the response, GOAWAY before the request and after a response,
+# a close mid-body, trailers.  Clients: curl over HTTP/1.1 and h2c, h2load, grpc over an
+# insecure channel to h2park's listener.
+. "$(dirname "$0")/lib.sh"
+make_site
+PY=/usr/bin/python3
+for need in nghttpd curl h2load; do
+  command -v $need >/dev/null || { echo "ok proxy_h2c # SKIP $need not installed"; exit 0; }
+done
+$PY -c 'import grpc, h2' 2>/dev/null || { echo "ok proxy_h2c # SKIP python3-grpcio or python3-h2 not installed"; exit 0; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+chmod a+x "$TMP"; chmod -R a+rX "$TMP/www"
+head -c $((3 << 20)) /dev/urandom > "$TMP/www/three.bin"; chmod a+r "$TMP/www/three.bin"
+
+G=$(free_port); N=$(free_port); F=$(free_port); DEAD=$(free_port)
+$PY "$HERE/upstream_grpc.py" serve "$G" & PIDS="$PIDS $!"
+$PY "$HERE/upstream_h2_faults.py" "$F" & PIDS="$PIDS $!"
+nghttpd --no-tls -d "$TMP/www" "$N" >/dev/null 2>&1 & PIDS="$PIDS $!"
+for i in $(seq 1 100); do
+  curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$N/index.html" &&
+    curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$F/ok" &&
+    $PY -c "import socket; socket.create_connection(('127.0.0.1', $G), 1)" 2>/dev/null && break
+  sleep 0.1
+done
+
+P=$(free_port); T=$(free_port)
+cat > "$TMP/h2c.conf" <<EOF2
+listen = 127.0.0.1:$P
+listen = 127.0.0.1:$T tls
+cert = $TMP/cert.pem
+key = $TMP/key.pem
+root = $TMP/www
+workers = 1
+access_log = $TMP/access.log
+access_log_format = json
+proxy_read_timeout = 20s
+upstream files {
+    server = 127.0.0.1:$N
+    keepalive = 300
+}
+upstream faults {
+    server = 127.0.0.1:$F
+    keepalive = 300
+}
+location /t.T/ {
+    proxy_pass = h2c://127.0.0.1:$G
+}
+location /n/ {
+    proxy_pass = h2c://files/
+}
+location /f/ {
+    proxy_pass = h2c://faults/
+}
+location /dead/ {
+    proxy_pass = h2c://127.0.0.1:$DEAD/
+}
+EOF2
+PORT=$P; start_config "$TMP/h2c.conf" "$P" || exit 1
+grpc_call() { timeout 40 $PY "$HERE/upstream_grpc.py" call "127.0.0.1:$P" "$@" 2>&1; }
+
+# ---- gRPC through h2park ----
+r=$(grpc_call unary 5)
+[ "$r" = "unary echo:xxxxx 10 OK unary-done" ]; check grpc_unary_with_trailing_metadata $? "$r"
+r=$(grpc_call unary 300000)
+[ "$r" = "unary echo:xxxxxxxxxxxxxxx 300005 OK unary-done" ]; check grpc_unary_300KB_both_ways $? "$r"
+r=$(grpc_call fail)
+[ "$r" = "fail NOT_FOUND no such thing" ]; check grpc_trailers_only_error $? "$r"
+r=$(grpc_call count 100)
+[ "$r" = "count 6553600" ]; check grpc_client_streaming_6MiB_flow_controlled $? "$r"
+r=$(grpc_call bidi 60)
+[ "$r" = "bidi 60 match OK 60 spread=${r##*spread=}" ]; check grpc_bidi_60_messages $? "$r"
+# Answers come back while the client still sends (one message every 0.2 s): the stream
+# is passed on both ways as it goes, not gathered.
+r=$(grpc_call slowbidi 6)
+s=${r##*spread=}
+[ "${r% spread=*}" = "bidi 6 match OK 6" ] && awk -v s="$s" 'BEGIN { exit !(s >= 0.6) }'
+check grpc_bidi_streamed_as_it_goes $? "$r"
+grep -q '"target":"/t.T/Echo","protocol":"h2c","status":200.*"upstream_addr":"127.0.0.1:'$G'","upstream_status":200' "$TMP/access.log"
+check grpc_access_log_upstream $? "$(grep /t.T/Echo "$TMP/access.log" | tail -1)"
+
+# ---- nghttpd: files, pooled connections ----
+want=$(sha256sum < "$TMP/www/three.bin" | cut -d' ' -f1)
+for proto in h1 h2c tls; do
+  case $proto in h1) opt="--http1.1"; url="http://127.0.0.1:$P" ;; h2c) opt="--http2-prior-knowledge"; url="http://127.0.0.1:$P" ;;
+                 tls) opt="--http2 -k"; url="https://127.0.0.1:$T" ;; esac
+  got=$(curl -s $opt "$url/n/three.bin" | sha256sum | cut -d' ' -f1)
+  [ "$got" = "$want" ]; check "nghttpd_file_3MiB_$proto" $? "sha256 $got"
+  got=$(curl -s $opt "$url/n/three.bin" | (sleep 1; sha256sum) | cut -d' ' -f1)
+  [ "$got" = "$want" ]; check "nghttpd_file_3MiB_slow_client_$proto" $? "sha256 $got"
+done
+h=$(curl -si --http1.1 "http://127.0.0.1:$P/n/index.html")
+printf '%s' "$h" | grep -qi '^via: 2.0 h2park' && printf '%s' "$h" | grep -q 'h2park test'
+check nghttpd_via_2_0 $? "$(printf '%s' "$h" | head -10 | tr '\r\n' '  ')"
+for mode in "--h1" ""; do
+  h2load -n 3000 -c 10 -m 4 $mode "http://127.0.0.1:$P/n/index.html" > "$TMP/h2load.out" 2>&1
+  ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
+  [ "$ok2" = 3000 ]; check "nghttpd_h2load_3000${mode:+_h1}" $? "$(grep -E '^(requests|status)' "$TMP/h2load.out" | tr '\n' ' ')"
+done
+before=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$F/conns")
+h2load -n 1000 -c 4 --h1 "http://127.0.0.1:$P/f/ok" > "$TMP/h2load.out" 2>&1
+after=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$F/conns")
+ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
+# (after counts the /conns connection itself)
+[ "$ok2" = 1000 ] && [ $((after - before)) -le 6 ]
+check upstream_h2c_connections_reused $? "$ok2 2xx, $((after - before - 1)) upstream connections for 1000 requests"
+
+# ---- faults ----
+c=$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge "http://127.0.0.1:$P/f/rst-head")
+[ "$c" = 502 ] && grep -q 'GET /f/rst-head: upstream 127.0.0.1:'$F': upstream reset the stream (INTERNAL_ERROR)' "$TMP/daemon.log" &&
+  grep -q '"target":"/f/rst-head".*"status":502.*"upstream_error":"upstream reset the stream (INTERNAL_ERROR)"' "$TMP/access.log"
+check rst_stream_before_head_502_cause_logged $? "$c; $(grep rst-head "$TMP/daemon.log" | tail -1)"
+curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/f/rst-body"; rc=$?
+[ $rc = 92 ]; check rst_stream_mid_body_resets_h2_client $? "curl exit $rc (92: the stream was reset)"
+b=$(curl -s --http1.1 "http://127.0.0.1:$P/f/rst-body"); rc=$?
+[ $rc = 18 ] || [ $rc = 56 ]; check rst_stream_mid_body_cuts_h1_client $? "curl exit $rc, body '$b'"
+curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/f/close-body"; rc=$?
+[ $rc = 92 ]; check close_mid_body_resets_h2_client $? "curl exit $rc"
+c=$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge "http://127.0.0.1:$P/f/goaway")
+[ "$c" = 502 ] && grep -q 'GET /f/goaway: upstream 127.0.0.1:'$F': upstream sent GOAWAY (NO_ERROR) before taking the request' "$TMP/daemon.log"
+check goaway_before_request_502_cause_logged $? "$c; $(grep /f/goaway "$TMP/daemon.log" | tail -1)"
+# A connection that said GOAWAY after a good response leaves the pool: the next request
+# gets a new one, and its answer.
+curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/f/ok"
+before=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$F/conns")
+b1=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$P/f/goaway-after")
+b2=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$P/f/ok")
+after=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$F/conns")
+[ "$b1" = bye ] && [ "$b2" = ok ] && [ $((after - before)) = 2 ]
+check goaway_after_response_leaves_pool $? "'$b1' '$b2', $((after - before - 1)) new upstream connections (want 1)"
+c=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/dead/x")
+[ "$c" = 502 ] && grep -q "GET /dead/x: upstream 127.0.0.1:$DEAD: connect() failed" "$TMP/daemon.log"
+check upstream_down_502 $? "$c"
+h=$(curl -si --http2-prior-knowledge "http://127.0.0.1:$P/f/grpc-error")
+printf '%s' "$h" | grep -q '^grpc-status: 13' && printf '%s' "$h" | grep -q '^grpc-message: boom' &&
+  ! printf '%s' "$h" | grep -qi '^content-length'
+check trailers_only_head_passed_without_body $? "$(printf '%s' "$h" | tr '\r\n' '  ')"
+
+# ---- trailers to HTTP/1.1 clients ----
+raw=$(curl -s --raw --http1.1 -H 'TE: trailers' "http://127.0.0.1:$P/f/trailers" | od -An -c | tr -d ' \n')
+[ "$raw" = '2\r\nt\n\r\n0\r\nx-t:1\r\ngrpc-status:0\r\n\r\n' ]; check h1_chunked_trailers_when_te_trailers $? "$raw"
+raw=$(curl -s --raw --http1.1 "http://127.0.0.1:$P/f/trailers" | od -An -c | tr -d ' \n')
+[ "$raw" = '2\r\nt\n\r\n0\r\n\r\n' ]; check h1_trailers_dropped_without_te $? "$raw"
+
+# ---- idle pooled h2c upstream connections park: socket, struct and session only ----
+j=$(stats_json); heap0=$(stat_from "$j" heap_alloc_bytes); rss0=$(stat_from "$j" rss_bytes)
+h2load -n 200 -c 200 --h1 "http://127.0.0.1:$P/f/slow" > "$TMP/h2load.out" 2>&1
+ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
+sleep 2.5                    # a worker tick: freed stacks and buffers go back
+m=$(curl -s "http://127.0.0.1:$P/metrics")
+idle=$(printf '%s' "$m" | sed -n "s/^h2park_upstream_connections{upstream=\"faults\",server=\"127.0.0.1:$F\",state=\"idle\"} //p")
+j=$(stats_json); heap1=$(stat_from "$j" heap_alloc_bytes); rss1=$(stat_from "$j" rss_bytes)
+per=$(( (heap1 - heap0) / ${idle:-1} )); rper=$(( (rss1 - rss0) / ${idle:-1} ))
+# What is allocated includes nghttp2's 20 KiB frame buffer, whose pages are given back:
+# resident, a pooled connection is its session's tables, not a frame buffer.
+[ "$ok2" = 200 ] && [ "${idle:-0}" -ge 190 ] && [ "$rper" -lt 16384 ]
+check idle_h2c_upstream_pooled_parked $? "$ok2 answered, $idle idle upstream connections: $per heap bytes, $rper resident bytes each"
+echo "# idle h2c upstream connection: $per heap bytes, $rper bytes of RSS (heap_alloc $heap0 -> $heap1, rss $rss0 -> $rss1, $idle pooled)"
+
+# ---- configuration ----
+printf 'listen = 127.0.0.1:%s\nlocation / {\n    proxy_pass = h2://127.0.0.1:9\n}\n' "$(free_port)" > "$TMP/bad.conf"
+config_error config_bad_scheme_named "bad.conf:3" -c "$TMP/bad.conf" --check
+grep -q "h2c://" "$TMP/err.out"; check config_bad_scheme_says_h2c $? "$(head -2 "$TMP/err.out")"
+stop_daemon

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""A gRPC server (python3-grpcio) for the h2c proxy tests, and its client.
+
+  upstream_grpc.py serve PORT
+  upstream_grpc.py call ADDR unary|fail|stream|bidi|slowbidi [N]
+
+Methods are registered generically (no generated code): bytes in, bytes out.
+  /t.T/Echo      unary: the request back, prefixed "echo:"; metadata "x-seen-te" says
+                 whether te: trailers arrived
+  /t.T/Fail      unary: fails with NOT_FOUND "no such thing" before any message
+                 (a trailers-only response: grpc-status in the head)
+  /t.T/Bidi      stream-stream: each message back as it comes, then trailing metadata
+                 x-count (how many), grpc-status 0
+  /t.T/Count     stream-unary: total bytes of the messages
+The client prints one line per result, as the tests read them."""
+import sys, time
+import grpc
+from concurrent import futures
+
+ident = lambda b: b
+
+def echo(req, ctx):
+    md = dict(ctx.invocation_metadata())
+    ctx.set_trailing_metadata((("x-trailer", "unary-done"),))
+    return b"echo:" + req
+
+def fail(req, ctx):
+    ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing")
+
+def bidi(it, ctx):
+    n = 0
+    for m in it:
+        n += 1
+        yield b"back:" + m
+    ctx.set_trailing_metadata((("x-count", str(n)),))
+
+def count(it, ctx):
+    return str(sum(len(m) for m in it)).encode()
+
+def serve(port):
+    s = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    h = grpc.method_handlers_generic_handler("t.T", {
+        "Echo": grpc.unary_unary_rpc_method_handler(echo, ident, ident),
+        "Fail": grpc.unary_unary_rpc_method_handler(fail, ident, ident),
+        "Bidi": grpc.stream_stream_rpc_method_handler(bidi, ident, ident),
+        "Count": grpc.stream_unary_rpc_method_handler(count, ident, ident),
+    })
+    s.add_generic_rpc_handlers((h,))
+    s.add_insecure_port("127.0.0.1:%d" % port)
+    s.start()
+    s.wait_for_termination()
+
+def call(addr, what, n):
+    ch = grpc.insecure_channel(addr)
+    try:
+        if what == "unary":
+            f = ch.unary_unary("/t.T/Echo", ident, ident)
+            resp, c = f.with_call(b"x" * n, timeout=10)
+            print("unary", resp[:20].decode(), len(resp), c.code().name, dict(c.trailing_metadata()).get("x-trailer"))
+        elif what == "fail":
+            f = ch.unary_unary("/t.T/Fail", ident, ident)
+            try:
+                f(b"hi", timeout=10)
+                print("fail no-error")
+            except grpc.RpcError as e:
+                print("fail", e.code().name, e.details())
+        elif what in ("bidi", "slowbidi"):
+            f = ch.stream_stream("/t.T/Bidi", ident, ident)
+            sent = []
+            def gen():
+                for i in range(n):
+                    m = ("m%d-" % i).encode() + b"y" * (i * 997 % 70000)
+                    sent.append(m)
+                    yield m
+                    if what == "slowbidi":
+                        time.sleep(0.2)
+            call = f(gen(), timeout=30)
+            got = []
+            times = []
+            for r in call:
+                got.append(r)
+                times.append(time.time())
+            ok = got == [b"back:" + m for m in sent]
+            # interleaved: the first answer came before the last message was sent
+            spread = times[-1] - times[0] if times else 0
+            print("bidi", len(got), "match" if ok else "mismatch", call.code().name,
+                  dict(call.trailing_metadata()).get("x-count"), "spread=%.2f" % spread)
+        elif what == "count":
+            f = ch.stream_unary("/t.T/Count", ident, ident)
+            r = f(iter([b"z" * 65536] * n), timeout=30)
+            print("count", r.decode())
+    except grpc.RpcError as e:
+        print(what, "error", e.code().name, e.details())
+    finally:
+        ch.close()
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        serve(int(sys.argv[2]))
+    else:
+        call(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 10)

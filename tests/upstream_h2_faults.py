@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""An h2c server (python3-h2) that misbehaves as an h2c upstream can, for the proxy tests.
+
+  upstream_h2_faults.py PORT
+
+By path:
+  /ok            200 "ok\n", then waits for the next request on the connection
+  /rst-head      RST_STREAM(INTERNAL_ERROR) before any response
+  /rst-body      the head and 5 bytes of a 100-byte body, then RST_STREAM(INTERNAL_ERROR)
+  /goaway        GOAWAY(last_stream_id 0, NO_ERROR): the request was never taken
+  /goaway-after  200 "bye\n", then GOAWAY(NO_ERROR) on the connection
+  /close-body    the head and 5 bytes of a 100-byte body, then the TCP connection closes
+  /grpc-error    a trailers-only gRPC answer: :status 200, grpc-status 13 in the head
+  /trailers      200, body "t\n", trailers x-t: 1 and grpc-status: 0
+  /slow          200 "slow\n" after a second (so that many connections are open at once)
+Each connection is counted; GET /conns (on any connection) answers how many were made."""
+import socket, sys, threading
+import h2.connection, h2.config, h2.events, h2.errors
+
+conns = 0
+lock = threading.Lock()
+
+def handle(sock):
+    global conns
+    with lock:
+        conns += 1
+    c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+    c.initiate_connection()
+    sock.sendall(c.data_to_send())
+    paths = {}
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return
+            for ev in c.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    paths[ev.stream_id] = dict(ev.headers).get(":path", "")
+                if isinstance(ev, h2.events.DataReceived):
+                    c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                if isinstance(ev, h2.events.StreamEnded):
+                    sid = ev.stream_id
+                    p = paths.get(sid, "")
+                    if p == "/ok" or p == "/conns":
+                        body = ("%d\n" % conns if p == "/conns" else "ok\n").encode()
+                        c.send_headers(sid, [(":status", "200"), ("content-length", str(len(body)))])
+                        c.send_data(sid, body, end_stream=True)
+                    elif p == "/rst-head":
+                        c.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                    elif p in ("/rst-body", "/close-body"):
+                        c.send_headers(sid, [(":status", "200"), ("content-length", "100")])
+                        c.send_data(sid, b"12345")
+                        if p == "/rst-body":
+                            c.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                        else:
+                            sock.sendall(c.data_to_send())
+                            sock.close()
+                            return
+                    elif p == "/goaway":
+                        c.close_connection(h2.errors.ErrorCodes.NO_ERROR, last_stream_id=0)
+                    elif p == "/goaway-after":
+                        c.send_headers(sid, [(":status", "200"), ("content-length", "4")])
+                        c.send_data(sid, b"bye\n", end_stream=True)
+                        c.close_connection(h2.errors.ErrorCodes.NO_ERROR, last_stream_id=sid)
+                    elif p == "/grpc-error":
+                        c.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc"),
+                                             ("grpc-status", "13"), ("grpc-message", "boom")], end_stream=True)
+                    elif p == "/slow":
+                        def later(sid=sid):
+                            import time
+                            time.sleep(1)
+                            with lock:
+                                c.send_headers(sid, [(":status", "200"), ("content-length", "5")])
+                                c.send_data(sid, b"slow\n", end_stream=True)
+                                sock.sendall(c.data_to_send())
+                        threading.Thread(target=later, daemon=True).start()
+                    elif p == "/trailers":
+                        c.send_headers(sid, [(":status", "200"), ("content-type", "text/plain")])
+                        c.send_data(sid, b"t\n")
+                        c.send_headers(sid, [("x-t", "1"), ("grpc-status", "0")], end_stream=True)
+                    else:
+                        c.send_headers(sid, [(":status", "404"), ("content-length", "0")], end_stream=True)
+            out = c.data_to_send()
+            if out:
+                sock.sendall(out)
+    except (OSError, h2.exceptions.ProtocolError):
+        pass
+    finally:
+        sock.close()
+
+def main():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+    s.listen(100)
+    while True:
+        a, _ = s.accept()
+        threading.Thread(target=handle, args=(a,), daemon=True).start()
+
+if __name__ == "__main__":
+    main()

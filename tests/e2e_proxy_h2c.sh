@@ -62,7 +62,7 @@ location /dead/ {
     proxy_pass = h2c://127.0.0.1:$DEAD/
 }
 EOF2
-PORT=$P; start_config "$TMP/h2c.conf" "$P" || exit 1
+PORT=$P; start_config "$TMP/h2c.conf" "$P" || { fail proxy_h2c_daemon_starts "$(grep -v info "$TMP/daemon.log" | head -2)"; exit 1; }
 grpc_call() { timeout 40 $PY "$HERE/upstream_grpc.py" call "127.0.0.1:$P" "$@" 2>&1; }
 
 # ---- gRPC through h2park ----

@@ -308,23 +308,14 @@ int h2up_open(struct upstream_conn *uc, uint32_t head_max)
         return -1;
     }
     nghttp2_mem mem = { h, m_malloc, m_free, m_calloc, m_realloc };
-    nghttp2_option *opt = NULL;
-    if (nghttp2_option_new(&opt)) {
-        sc_free(h);
-        return -1;
-    }
-    /* The head's bound is ours (on_header), and said to the server as well. */
-    nghttp2_option_set_max_send_header_block_length(opt, 256u << 10);
-    int rc = nghttp2_session_client_new3(&h->session, cbs, h, opt, &mem);
-    nghttp2_option_del(opt);
-    if (rc) {
+    if (nghttp2_session_client_new3(&h->session, cbs, h, NULL, &mem)) {
         sc_free(h);
         return -1;
     }
     nghttp2_settings_entry iv[] = {
         { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
         { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 0 },   /* the server opens none */
-        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, head_max },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, head_max },   /* enforced in on_header */
     };
     if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0])) {
         nghttp2_session_del(h->session);

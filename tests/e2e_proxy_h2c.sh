@@ -142,6 +142,19 @@ printf '%s' "$h" | grep -q '^grpc-status: 13' && printf '%s' "$h" | grep -q '^gr
   ! printf '%s' "$h" | grep -qi '^content-length'
 check trailers_only_head_passed_without_body $? "$(printf '%s' "$h" | tr '\r\n' '  ')"
 
+# An upstream that never opens its window stops the upload: the client's send stalls
+# (it times out having sent a few MiB of socket buffers, not 64), and the daemon's heap
+# does not grow by the body.
+head -c $((64 << 20)) /dev/zero > "$TMP/64m.bin"
+j=$(stats_json); heap0=$(stat_from "$j" heap_alloc_bytes)
+for proto in --http1.1 --http2-prior-knowledge; do
+  up=$(curl -s -m 4 -o /dev/null -w '%{size_upload}' $proto --data-binary @"$TMP/64m.bin" "http://127.0.0.1:$P/f/noread"); rc=$?
+  j=$(stats_json); heap1=$(stat_from "$j" heap_alloc_bytes)
+  [ $rc = 28 ] && [ "${up:-0}" -lt $((16 << 20)) ] && [ $((heap1 - heap0)) -lt $((4 << 20)) ]
+  check "upload_held_by_upstream_window${proto#--http}" $? "curl exit $rc, $up bytes sent, heap $heap0 -> $heap1"
+done
+rm -f "$TMP/64m.bin"
+
 # ---- trailers to HTTP/1.1 clients ----
 raw=$(curl -s --raw --http1.1 -H 'TE: trailers' "http://127.0.0.1:$P/f/trailers" | od -An -c | tr -d ' \n')
 [ "$raw" = '2\r\nt\n\r\n0\r\nx-t:1\r\ngrpc-status:0\r\n\r\n' ]; check h1_chunked_trailers_when_te_trailers $? "$raw"

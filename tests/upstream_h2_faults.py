@@ -12,6 +12,7 @@ By path:
   /close-body    the head and 5 bytes of a 100-byte body, then the TCP connection closes
   /grpc-error    a trailers-only gRPC answer: :status 200, grpc-status 13 in the head
   /trailers      200, body "t\n", trailers x-t: 1 and grpc-status: 0
+  /noread        never opens its flow-control window: a body stops after 64 KiB, no answer
   /slow          200 "slow\n" after a second (so that many connections are open at once)
 Each connection is counted; GET /conns (on any connection) answers how many were made."""
 import socket, sys, threading
@@ -36,7 +37,7 @@ def handle(sock):
             for ev in c.receive_data(data):
                 if isinstance(ev, h2.events.RequestReceived):
                     paths[ev.stream_id] = dict(ev.headers).get(":path", "")
-                if isinstance(ev, h2.events.DataReceived):
+                if isinstance(ev, h2.events.DataReceived) and paths.get(ev.stream_id) != "/noread":
                     c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
                 if isinstance(ev, h2.events.StreamEnded):
                     sid = ev.stream_id

@@ -135,6 +135,20 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud
     return 0;
 }
 
+/* name\0value\0 after what b holds. */
+static int put_pair(struct buf *b, const uint8_t *name, size_t nl, const uint8_t *value, size_t vl)
+{
+    if (buf_reserve(b, nl + vl + 2))
+        return -1;
+    char *d = b->data + b->len;
+    memcpy(d, name, nl);
+    d[nl] = 0;
+    memcpy(d + nl + 1, value, vl);
+    d[nl + 1 + vl] = 0;
+    b->len += nl + vl + 2;
+    return 0;
+}
+
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl, const uint8_t *value,
                      size_t vl, uint8_t flags, void *ud)
 {
@@ -152,14 +166,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     if (h->in_trailers) {
         if (name[0] == ':')
             return 0;              /* nghttp2 refuses pseudo-headers in trailers already */
-        if (buf_reserve(&h->trailers, nl + vl + 2))
+        if (put_pair(&h->trailers, name, nl, value, vl))
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        char *d = h->trailers.data + h->trailers.len;
-        memcpy(d, name, nl);
-        d[nl] = 0;
-        memcpy(d + nl + 1, value, vl);
-        d[nl + 1 + vl] = 0;
-        h->trailers.len += nl + vl + 2;
         h->ntrailers++;
         return 0;
     }
@@ -176,14 +184,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
             n = n * 10 + (value[i] - '0');   /* nghttp2 has checked the digits and the one value */
         p->length = n;
     }
-    if (buf_reserve(&p->fields, nl + vl + 2))
+    if (put_pair(&p->fields, name, nl, value, vl))
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    char *d = p->fields.data + p->fields.len;
-    memcpy(d, name, nl);
-    d[nl] = 0;
-    memcpy(d + nl + 1, value, vl);
-    d[nl + 1 + vl] = 0;
-    p->fields.len += nl + vl + 2;
     p->nfields++;
     return 0;
 }

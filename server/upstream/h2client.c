@@ -66,7 +66,7 @@ struct h2up {
     bool head_ready, head_passed, ended, closed, body_sent, deferred, client_gone, in_trailers, too_big;
     bool paused;                   /* nghttp2 stopped at a DATA piece: the frame's end is processed next call */
     bool goaway, broken;           /* the connection is not to be reused */
-    char error[160];
+    char error[128];               /* why the exchange failed (copied to resp->error_text) */
 };
 
 /* ---- the session's memory: the frame buffer asked for in whole pages, so that all its
@@ -523,6 +523,14 @@ void h2up_end_exchange(struct upstream_conn *uc)
     buf_free(&h->trailers);
 }
 
+/* The cause goes into the response record, which outlives the connection (closed, and
+ * this struct freed, before proxy_pass logs it). */
+static void cause_to(struct h2up *h)
+{
+    snprintf(h->resp->error_text, sizeof h->resp->error_text, "%s", h->error);
+    h->resp->error = h->resp->error_text;
+}
+
 int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
 {
     struct h2up *h = uc->h2;
@@ -548,7 +556,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
             return H1RESP_END;
         }
         if (h->error[0]) {
-            h->resp->error = h->error;
+            cause_to(h);
             *why = UF_INVALID;     /* 502, the cause in h->error */
             return H1RESP_ERROR;
         }
@@ -560,7 +568,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
             if (!h->error[0])
                 failed(h, "%s", errno == ECONNRESET ? "upstream reset the connection"
                                                     : "upstream closed while the request was sent");
-            h->resp->error = h->error;
+            cause_to(h);
             *why = errno == ECONNRESET ? UF_RESET : UF_SEND;
             h->broken = true;
             return H1RESP_ERROR;
@@ -575,7 +583,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
                 h->broken = true;
                 failed(h, "upstream HTTP/2 protocol error: %s", nghttp2_strerror((int)n));
                 send_some(h, t);     /* nghttp2's GOAWAY, best effort */
-                h->resp->error = h->error;
+                cause_to(h);
                 *why = UF_INVALID;
                 return H1RESP_ERROR;
             }
@@ -600,7 +608,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
             failed(h, "%s", e == ECONNRESET ? "upstream reset the connection"
                             : h->head_passed ? "upstream prematurely closed the connection while sending the body"
                                              : "upstream prematurely closed the connection");
-            h->resp->error = h->error;
+            cause_to(h);
             *why = e == ECONNRESET ? UF_RESET : UF_CLOSED;
             return H1RESP_ERROR;
         }

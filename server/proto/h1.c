@@ -853,13 +853,15 @@ static int write_last_chunk(struct conn *c, struct request *q)
 {
     size_t off = 0;
     struct header f;
-    bool wanted = http_list_has(req_header(q, "te"), "trailers");
+    if (!request_trailer(q, &off, &f) || !http_list_has(req_header(q, "te"), "trailers"))
+        return buf_append(&c->sock.out, "0\r\n\r\n", 5);
     if (buf_append(&c->sock.out, "0\r\n", 3))
         return -1;
-    while (wanted && request_trailer(q, &off, &f))
+    do {
         if (buf_append(&c->sock.out, f.name, strlen(f.name)) || buf_append(&c->sock.out, ": ", 2) ||
             buf_append(&c->sock.out, f.value, strlen(f.value)) || buf_append(&c->sock.out, "\r\n", 2))
             return -1;
+    } while (request_trailer(q, &off, &f));
     return buf_append(&c->sock.out, "\r\n", 2);
 }
 

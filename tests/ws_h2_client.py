@@ -87,6 +87,15 @@ class Client:
             self.pump()
         return sid, dict(self.responses.get(sid, [(":status", "reset")]))
 
+    def open_tunnels(self, path, count):
+        """count tunnels on this connection, each answered 200: their stream ids."""
+        sids = []
+        for _ in range(count):
+            sid, h = self.connect(path)
+            assert h[":status"] == "200", h
+            sids.append(sid)
+        return sids
+
     def send(self, sid, opcode, payload):
         # A client's frames are masked (RFC 6455 5.3): websockets' serializer does it.
         data = Frame(opcode, payload).serialize(mask=True, extensions=[])
@@ -168,11 +177,7 @@ def main():
         return
     if mode == "idle":
         count = int(args[1])
-        sids = []
-        for _ in range(count):
-            sid, h = cl.connect(path)
-            assert h[":status"] == "200", h
-            sids.append(sid)
+        sids = cl.open_tunnels(path, count)
         print("open %d" % count, flush=True)
         sys.stdin.read()
         for sid in sids:
@@ -185,11 +190,7 @@ def main():
         return
     if mode == "reset":
         count = int(args[1])
-        sids = []
-        for _ in range(count):
-            sid, h = cl.connect(path)
-            assert h[":status"] == "200", h
-            sids.append(sid)
+        sids = cl.open_tunnels(path, count)
         time.sleep(0.5)
         for sid in sids:
             cl.c.reset_stream(sid)

@@ -19,13 +19,15 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 chmod a+x "$TMP"; chmod -R a+rX "$TMP/www"
 head -c $((3 << 20)) /dev/urandom > "$TMP/www/three.bin"; chmod a+r "$TMP/www/three.bin"
 
-G=$(free_port); N=$(free_port); F=$(free_port); DEAD=$(free_port)
+G=$(free_port); N=$(free_port); F=$(free_port); W=$(free_port); DEAD=$(free_port)
 $PY "$HERE/upstream_grpc.py" serve "$G" & PIDS="$PIDS $!"
+$PY "$HERE/upstream_h2_faults.py" "$W" $((16 << 20)) & PIDS="$PIDS $!"
 $PY "$HERE/upstream_h2_faults.py" "$F" & PIDS="$PIDS $!"
 nghttpd --no-tls -d "$TMP/www" "$N" >/dev/null 2>&1 & PIDS="$PIDS $!"
 for i in $(seq 1 100); do
   curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$N/index.html" &&
     curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$F/ok" &&
+    curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$W/ok" &&
     $PY -c "import socket; socket.create_connection(('127.0.0.1', $G), 1)" 2>/dev/null && break
   sleep 0.1
 done
@@ -65,6 +67,9 @@ location /f/ {
 location /f0/ {
     proxy_pass = h2c://faults_unpooled/
 }
+location /w/ {
+    proxy_pass = h2c://127.0.0.1:$W/
+}
 location /dead/ {
     proxy_pass = h2c://127.0.0.1:$DEAD/
 }
@@ -76,7 +81,8 @@ grpc_call() { timeout 40 $PY "$HERE/upstream_grpc.py" call "127.0.0.1:$P" "$@" 2
 r=$(grpc_call unary 5)
 [ "$r" = "unary echo:xxxxx 10 OK unary-done" ]; check grpc_unary_with_trailing_metadata $? "$r"
 r=$(grpc_call unary 300000)
-[ "$r" = "unary echo:xxxxxxxxxxxxxxx 300005 OK unary-done" ]; check grpc_unary_300KB_both_ways $? "$r"
+[ "$r" = "unary echo:xxxxxxxxxxxxxxx 300005 OK unary-done" ]
+check grpc_unary_300KB_both_ways $? "$r; $(grep /t.T/Echo "$TMP/access.log" | tail -1); $(grep -v info "$TMP/daemon.log" | tail -3)"
 r=$(grpc_call fail)
 [ "$r" = "fail NOT_FOUND no such thing" ]; check grpc_trailers_only_error $? "$r"
 r=$(grpc_call count 100)
@@ -161,6 +167,17 @@ for proto in --http1.1 --http2-prior-knowledge; do
   check "upload_held_by_upstream_window_$([ $proto = --http1.1 ] && echo h1 || echo h2c)" $? "curl exit $rc, $up bytes sent, heap $heap0 -> $heap1"
 done
 rm -f "$TMP/64m.bin"
+
+# An upstream whose windows are wide open from the start (as gRPC's, BDP-probed) sends
+# nothing while the body comes: no WINDOW_UPDATE wakes the proxy, so the upload must go on
+# because the client's body arrived, never wait for the upstream to speak.
+head -c $((2 << 20)) /dev/urandom > "$TMP/2m.bin"
+for proto in --http1.1 --http2-prior-knowledge; do
+  b=$(curl -s -m 10 $proto --data-binary @"$TMP/2m.bin" "http://127.0.0.1:$P/w/count"); rc=$?
+  [ $rc = 0 ] && [ "$b" = $((2 << 20)) ]
+  check "upload_to_open_window_unprompted_$([ $proto = --http1.1 ] && echo h1 || echo h2c)" $? "curl exit $rc, upstream counted '$b'"
+done
+rm -f "$TMP/2m.bin"
 
 # ---- trailers to HTTP/1.1 clients ----
 raw=$(curl -s --raw --http1.1 -H 'TE: trailers' "http://127.0.0.1:$P/f/trailers" | od -An -c | tr -d ' \n')

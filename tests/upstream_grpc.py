@@ -51,11 +51,12 @@ def serve(port):
     s.wait_for_termination()
 
 def call(addr, what, n):
+    t0 = time.time()
     ch = grpc.insecure_channel(addr)
     try:
         if what == "unary":
             f = ch.unary_unary("/t.T/Echo", ident, ident)
-            resp, c = f.with_call(b"x" * n, timeout=10)
+            resp, c = f.with_call(b"x" * n, timeout=30)
             print("unary", resp[:20].decode(), len(resp), c.code().name, dict(c.trailing_metadata()).get("x-trailer"))
         elif what == "fail":
             f = ch.unary_unary("/t.T/Fail", ident, ident)
@@ -90,7 +91,7 @@ def call(addr, what, n):
             r = f(iter([b"z" * 65536] * n), timeout=30)
             print("count", r.decode())
     except grpc.RpcError as e:
-        print(what, "error", e.code().name, e.details())
+        print(what, "error", e.code().name, e.details(), "after %.1f s" % (time.time() - t0))
     finally:
         ch.close()
 

@@ -1,7 +1,11 @@
 #!/usr/bin/python3
 """An h2c server (python3-h2) that misbehaves as an h2c upstream can, for the proxy tests.
 
-  upstream_h2_faults.py PORT
+  upstream_h2_faults.py PORT [WINDOW]
+
+With WINDOW, the server opens its flow-control windows (the connection's and each
+stream's) that wide at once and never acknowledges data after: a client that has the
+window must send without being prompted (gRPC's servers open theirs as wide, BDP-probed).
 
 By path:
   /ok            200 "ok\n", then waits for the next request on the connection
@@ -14,12 +18,15 @@ By path:
   /trailers      200, body "t\n", trailers x-t: 1 and grpc-status: 0
   /noread        never opens its flow-control window: a body stops after 64 KiB, no answer
   /slow          200 "slow\n" after a second (so that many connections are open at once)
+  /count         200, the number of body bytes received
 Each connection is counted; GET /conns (on any connection) answers how many were made."""
 import socket, sys, threading
-import h2.connection, h2.config, h2.events, h2.errors
+import h2.connection, h2.config, h2.events, h2.errors, h2.settings
 
 conns = 0
 lock = threading.Lock()
+
+window = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 
 def handle(sock):
     global conns
@@ -27,8 +34,12 @@ def handle(sock):
         conns += 1
     c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
     c.initiate_connection()
+    if window:
+        c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        c.increment_flow_control_window(window - 65535)
     sock.sendall(c.data_to_send())
     paths = {}
+    received = {}
     try:
         while True:
             data = sock.recv(65536)
@@ -37,13 +48,16 @@ def handle(sock):
             for ev in c.receive_data(data):
                 if isinstance(ev, h2.events.RequestReceived):
                     paths[ev.stream_id] = dict(ev.headers).get(":path", "")
-                if isinstance(ev, h2.events.DataReceived) and paths.get(ev.stream_id) != "/noread":
-                    c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                if isinstance(ev, h2.events.DataReceived):
+                    received[ev.stream_id] = received.get(ev.stream_id, 0) + len(ev.data)
+                    if not window and paths.get(ev.stream_id) != "/noread":
+                        c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
                 if isinstance(ev, h2.events.StreamEnded):
                     sid = ev.stream_id
                     p = paths.get(sid, "")
-                    if p == "/ok" or p == "/conns":
-                        body = ("%d\n" % conns if p == "/conns" else "ok\n").encode()
+                    if p in ("/ok", "/conns", "/count"):
+                        body = ("%d\n" % conns if p == "/conns" else
+                                "%d\n" % received.get(sid, 0) if p == "/count" else "ok\n").encode()
                         c.send_headers(sid, [(":status", "200"), ("content-length", str(len(body)))])
                         c.send_data(sid, body, end_stream=True)
                     elif p == "/rst-head":

@@ -340,24 +340,36 @@ void h2up_free(struct upstream_conn *uc)
     uc->h2 = NULL;
 }
 
-/* What nghttp2 has to send, into the transport's queue while it holds little; then out. */
+/* What nghttp2 has to send, into the transport's queue while it holds little; then out.
+ * It returns with nghttp2 drained (or its body deferred) or with bytes the socket did not
+ * take, never with frames left in nghttp2 and an empty queue: the caller then waits for
+ * the upstream alone, and a server that has opened its window wide and waits for the body
+ * (gRPC's do) would wait for ever. */
 static int send_some(struct h2up *h, struct transport *t)
 {
-    while (transport_pending(t) < H2UP_OUT_HIGH) {
-        const uint8_t *data;
-        ssize_t n = nghttp2_session_mem_send(h->session, &data);
-        if (n < 0) {
-            h->broken = true;
-            failed(h, "HTTP/2 session failed: %s", nghttp2_strerror((int)n));
-            return -1;
+    for (;;) {
+        bool drained = false;
+        while (transport_pending(t) < H2UP_OUT_HIGH) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(h->session, &data);
+            if (n < 0) {
+                h->broken = true;
+                failed(h, "HTTP/2 session failed: %s", nghttp2_strerror((int)n));
+                return -1;
+            }
+            if (!n) {
+                drained = true;
+                break;
+            }
+            if (buf_append(&t->out, (const char *)data, (size_t)n))
+                return -1;
         }
-        if (!n)
-            break;
-        if (buf_append(&t->out, (const char *)data, (size_t)n))
+        uint64_t moved;
+        if (transport_pending(t) && transport_flush(t, &moved) < 0)
             return -1;
+        if (drained || transport_pending(t))
+            return 0;
     }
-    uint64_t moved;
-    return transport_pending(t) && transport_flush(t, &moved) < 0 ? -1 : 0;
 }
 
 bool h2up_idle_ok(struct upstream_conn *uc)

@@ -178,6 +178,11 @@ for proto in --http1.1 --http2-prior-knowledge; do
   check "upload_to_open_window_unprompted_$([ $proto = --http1.1 ] && echo h1 || echo h2c)" $? "curl exit $rc, upstream counted '$b'"
 done
 rm -f "$TMP/2m.bin"
+# The same with the whole first window of body there at once, on a pooled connection
+# (whose wide window is known): a head and 64 KiB leave in one go, and the rest follows.
+curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/w/ok"
+r=""; for i in 1 2 3; do r="$r $($PY "$HERE/h2_upload_burst.py" "$P" /w/count 300000)"; done
+[ "$r" = " 300000 300000 300000" ]; check upload_burst_of_a_window_goes_on_unprompted $? "upstream counted:$r"
 
 # ---- trailers to HTTP/1.1 clients ----
 raw=$(curl -s --raw --http1.1 -H 'TE: trailers' "http://127.0.0.1:$P/f/trailers" | od -An -c | tr -d ' \n')

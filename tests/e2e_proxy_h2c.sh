@@ -6,8 +6,10 @@
 # nghttpd as a plain h2c file server (curl, h2load), and an h2c server on python3-h2
 # (tests/upstream_h2_faults.py) for what a real server only does when it fails: a reset
 # stream before and during the response, GOAWAY before the request and after a response,
-# a close mid-body, trailers.  Clients: curl over HTTP/1.1 and h2c, h2load, grpc over an
-# insecure channel to h2park's listener.
+# a close mid-body, trailers; the same server with windows opened wide at once and never
+# acknowledged (as gRPC's, BDP-probed).  Clients: curl over HTTP/1.1 and h2c, h2load, grpc
+# over an insecure channel to h2park's listener, and tests/h2_upload_burst.py (python3-h2),
+# whose head and whole window of body leave in one write.
 . "$(dirname "$0")/lib.sh"
 make_site
 PY=/usr/bin/python3

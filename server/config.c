@@ -252,7 +252,7 @@ struct scope {
     bool pass_tls;                 /* https:// */
     bool pass_reported;            /* its error is said (config_finish) */
     struct upstream_tls ssl;       /* the proxy_ssl_* keys given here (name NULL: proxy_pass's host) */
-    bool pass_h2c;                 /* h2c://: HTTP/2 with prior knowledge */
+    bool pass_h2;                  /* h2c:// (prior knowledge) or h2:// (TLS, ALPN): HTTP/2 */
     double proxy_timeouts[3];      /* connect, read, send */
     uint32_t proxy_tries;
     const char *proxy_host;
@@ -816,7 +816,7 @@ static int set_proxy_pass(struct setter_args *a)
     char group[64], uri[256], host[256];
     struct upstream_server_conf direct;
     if (proxy_parse_pass(a->value, &a->s->pass_tls, host, sizeof host, group, sizeof group, &direct, uri, sizeof uri,
-                         &a->s->pass_h2c, a->why, a->whylen))
+                         &a->s->pass_h2, a->why, a->whylen))
         return -1;
     a->s->pass_host = sdup(a->c, host);
     a->s->pass_group = sdup(a->c, group);
@@ -1773,14 +1773,15 @@ static void build_upstreams(struct config *c, const struct scope *top, struct co
 
 static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
 
-/* The TLS settings of a proxy_pass https://, shared with every location that has the same
- * ones (so they share one context and their pooled connections).  NULL after an error. */
+/* The TLS settings of a proxy_pass https:// or h2://, shared with every location that has
+ * the same ones and protocol (so they share one context and their pooled connections).  NULL after an error. */
 static const struct upstream_tls *upstream_tls_for(struct config *c, const struct merged *m, const struct scope *ps,
                                                    struct config_errors *e)
 {
     struct upstream_tls want = m->ssl;
     if (!want.name)
         want.name = ps->pass_host;
+    want.h2 = ps->pass_h2;
     if (!want.cert != !want.key) {
         if (!ps->pass_reported)
             config_error(e, "%s: %s without %s (a client certificate needs both)",
@@ -1793,7 +1794,7 @@ static const struct upstream_tls *upstream_tls_for(struct config *c, const struc
     for (; *tail; tail = &(*tail)->next) {
         const struct upstream_tls *o = *tail;
         if (same_text(o->trusted, want.trusted) && same_text(o->cert, want.cert) && same_text(o->key, want.key) &&
-            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name)
+            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name && o->h2 == want.h2)
             return o;
     }
     struct upstream_tls *t = alloc(c, sizeof *t);
@@ -1839,15 +1840,17 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
     }
     struct upstream_group *wg = (struct upstream_group *)g;
     uint8_t scheme = ps->pass_tls ? 2 : 1;
+    const char *scheme_name = ps->pass_tls ? ps->pass_h2 ? "h2://" : "https://" : ps->pass_h2 ? "h2c://" : "http://";
     if (wg->scheme && wg->scheme != scheme) {
         if (!ps->pass_reported)
-            config_error(e, "%s: upstream %s is passed to over %s here but over %s at %s (one scheme per upstream)",
-                         ps->pass_from, g->name[0] ? g->name : g->servers[0].text, ps->pass_tls ? "https://" : "http://",
-                         ps->pass_tls ? "http://" : "https://", g->scheme_from);
+            config_error(e, "%s: upstream %s is passed to over %s here but over %s at %s (TLS or not, one for each upstream)",
+                         ps->pass_from, g->name[0] ? g->name : g->servers[0].text, scheme_name, g->scheme_name,
+                         g->scheme_from);
         ps->pass_reported = true;
         return NULL;
     }
     wg->scheme = scheme;
+    wg->scheme_name = scheme_name;
     wg->scheme_from = ps->pass_from;
     for (uint16_t i = 0; i < g->nservers; i++)
         c->upstream_servers[g->servers[i].index].tls = ps->pass_tls;
@@ -1866,7 +1869,7 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
     pc->send_timeout = m->proxy_timeouts[2];
     pc->next_upstream_tries = m->proxy_tries;
     pc->from = ps->pass_from;
-    pc->h2c = ps->pass_h2c;
+    pc->h2 = ps->pass_h2;
     return pc;
 }
 

@@ -113,10 +113,11 @@ struct upstream_group {
     uint16_t nservers;
     uint8_t balance;               /* enum upstream_balance */
     const char *from;
-    uint8_t scheme;                /* 0 not yet passed to, 1 http://, 2 https:// */
-    const char *scheme_from;       /* the proxy_pass that chose it */
+    uint8_t scheme;                /* 0 not yet passed to, 1 cleartext, 2 TLS */
+    const char *scheme_name;       /* the scheme as the proxy_pass that chose it wrote it ("https://") */
+    const char *scheme_from;       /* ... and where */
 };
-/* proxy_pass https://: how the upstream's certificate is checked and what name is sent,
+/* proxy_pass https:// or h2://: how the upstream's certificate is checked and what name is sent,
  * nginx's proxy_ssl_* keys.  One per distinct set of settings (shared by the locations
  * that have the same); its SSL_CTX is made with the configuration's other TLS contexts
  * (upstream/tls.c, upstream_tls_prepare) and freed with the configuration. */
@@ -125,6 +126,7 @@ struct upstream_tls {
     const char *cert, *cert_from, *key, *key_from; /* proxy_ssl_certificate(_key); NULL: none */
     const char *name;              /* proxy_ssl_name (default proxy_pass's host): verified, sent as SNI */
     bool verify, server_name;      /* proxy_ssl_verify, proxy_ssl_server_name: both on by default */
+    bool h2;                       /* ALPN offers h2 only (proxy_pass h2://), else http/1.1 only */
     void *ctx;                     /* SSL_CTX */
     struct upstream_tls *next;     /* config->upstream_tls */
 };
@@ -135,8 +137,8 @@ struct proxy_conf {
     double connect_timeout, read_timeout, send_timeout;
     uint32_t next_upstream_tries;  /* 0: as many as there are servers */
     const char *from;              /* where proxy_pass was set */
-    const struct upstream_tls *tls;    /* proxy_pass https://; NULL: cleartext */
-    bool h2c;                      /* proxy_pass h2c://: HTTP/2 with prior knowledge (gRPC) */
+    const struct upstream_tls *tls;    /* proxy_pass https:// or h2://; NULL: cleartext */
+    bool h2;                       /* HTTP/2 (gRPC): h2c:// with prior knowledge, h2:// over TLS by ALPN */
 };
 
 struct route;                      /* app/app.h: a built-in route */
@@ -270,7 +272,7 @@ struct config {
     uint32_t nupstream_servers;
     struct upstream_group *upstreams;  /* the named groups, then the locations' own addresses */
     uint32_t nupstreams;
-    struct upstream_tls *upstream_tls; /* every proxy_pass https://'s settings */
+    struct upstream_tls *upstream_tls; /* every proxy_pass https://'s and h2://'s settings */
 
     struct config_parse *parse;    /* until config_finish */
     struct config_cleanup *cleanup;
@@ -340,7 +342,7 @@ int config_parse_uint(const char *v, unsigned long long max, unsigned long long 
 /* proxy_conf.c: proxy_pass's value (an address: *direct filled; a group: *group named)
  * and an upstream section's server line.  0, or -1 with why. */
 int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, char *group, size_t group_cap,
-                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, bool *h2c, char *why,
+                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, bool *h2, char *why,
                      size_t whylen);
 int upstream_parse_server(const char *value, struct upstream_server_conf *s, char *why, size_t whylen);
 void upstream_server_defaults(struct upstream_server_conf *s);

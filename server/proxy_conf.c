@@ -5,6 +5,8 @@
  *   proxy_pass = http://unix:/run/app.sock:     a unix socket (nginx's spelling)
  *   proxy_pass = http://backend/app/            a group; /app/ replaces the location's path
  *   proxy_pass = https://app.internal:8443      TLS to the upstream (port 443 by default)
+ *   proxy_pass = h2c://grpc_backend             HTTP/2 with prior knowledge (nginx's grpc://)
+ *   proxy_pass = h2://grpc_backend              HTTP/2 over TLS, by ALPN (nginx's grpcs://)
  *   server = 127.0.0.1:8081 weight=3 max_fails=1 fail_timeout=10s max_conns=100
  *   server = 127.0.0.1:8082 backup
  *
@@ -123,20 +125,28 @@ static void host_of(const char *addr, char *host, size_t cap)
     snprintf(host, cap, "%.*s", (int)n, addr);
 }
 
-/* proxy_pass = http[s]://WHERE[/URI] or h2c://WHERE[/URI]: WHERE is an address,
- * unix:/path: or a group name; *tls for https, *h2c for h2c (HTTP/2 with prior knowledge,
- * as nginx's grpc_pass grpc:// and Caddy's versions h2c), host WHERE's host as written. */
+/* proxy_pass = SCHEME://WHERE[/URI]: WHERE is an address, unix:/path: or a group name; the
+ * scheme says *tls and *h2: http (neither), https (tls), h2c (h2: HTTP/2 with prior
+ * knowledge, nginx's grpc_pass grpc:// and Caddy's versions h2c) or h2 (both: HTTP/2 over
+ * TLS as ALPN names it, nginx's grpcs://); host WHERE's host as written. */
 int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, char *group, size_t group_cap,
-                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, bool *h2c, char *err,
+                     struct upstream_server_conf *direct, char *uri, size_t uri_cap, bool *h2, char *err,
                      size_t errlen)
 {
+    static const struct { const char *prefix; bool tls, h2; } schemes[] = {
+        { "http://", false, false }, { "https://", true, false }, { "h2c://", false, true }, { "h2://", true, true },
+    };
     group[0] = uri[0] = host[0] = 0;
-    *tls = !strncmp(value, "https://", 8);
-    *h2c = !strncmp(value, "h2c://", 6);
-    if (!*tls && !*h2c && strncmp(value, "http://", 7))
-        return fail(err, errlen, "proxy_pass '%s': expected http[s]://ADDRESS[/PATH], http[s]://UPSTREAM[/PATH] or "
-                    "h2c://...%s", value, "");
-    const char *where = value + (*tls ? 8 : *h2c ? 6 : 7), *slash;
+    const char *where = NULL, *slash;
+    for (size_t i = 0; i < sizeof schemes / sizeof *schemes && !where; i++)
+        if (!strncmp(value, schemes[i].prefix, strlen(schemes[i].prefix))) {
+            where = value + strlen(schemes[i].prefix);
+            *tls = schemes[i].tls;
+            *h2 = schemes[i].h2;
+        }
+    if (!where)
+        return fail(err, errlen, "proxy_pass '%s': expected SCHEME://ADDRESS[/PATH] or SCHEME://UPSTREAM[/PATH], "
+                    "SCHEME http, https, h2c or h2%s", value, "");
     char addr[200];
     if (!strncmp(where, "unix:", 5)) {
         /* nginx: http://unix:/path/to.sock:/uri - the socket's path ends at the next colon */

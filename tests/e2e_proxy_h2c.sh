@@ -11,6 +11,7 @@
 # over an insecure channel to h2park's listener, and tests/h2_upload_burst.py (python3-h2),
 # whose head and whole window of body leave in one write.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_h2_upstream.sh"
 make_site
 PY=/usr/bin/python3
 for need in nghttpd curl h2load; do
@@ -36,39 +37,7 @@ done
 
 P=$(free_port); T=$(free_port)
 cat > "$TMP/h2c.conf" <<EOF2
-listen = 127.0.0.1:$P
-listen = 127.0.0.1:$T tls
-cert = $TMP/cert.pem
-key = $TMP/key.pem
-root = $TMP/www
-workers = 1
-access_log = $TMP/access.log
-access_log_format = json
-proxy_read_timeout = 20s
-upstream files {
-    server = 127.0.0.1:$N
-    keepalive = 300
-}
-upstream faults {
-    server = 127.0.0.1:$F
-    keepalive = 300
-}
-upstream faults_unpooled {
-    server = 127.0.0.1:$F
-    keepalive = 0
-}
-location /t.T/ {
-    proxy_pass = h2c://127.0.0.1:$G
-}
-location /n/ {
-    proxy_pass = h2c://files/
-}
-location /f/ {
-    proxy_pass = h2c://faults/
-}
-location /f0/ {
-    proxy_pass = h2c://faults_unpooled/
-}
+$(h2_upstreams_conf h2c "$G" "$N" "$F")
 location /w/ {
     proxy_pass = h2c://127.0.0.1:$W/
 }
@@ -77,54 +46,16 @@ location /dead/ {
 }
 EOF2
 PORT=$P; start_config "$TMP/h2c.conf" "$P" || { fail proxy_h2c_daemon_starts "$(grep -v info "$TMP/daemon.log" | head -2)"; exit 1; }
-grpc_call() { timeout 40 $PY "$HERE/upstream_grpc.py" call "127.0.0.1:$P" "$@" 2>&1; }
 
 # ---- gRPC through h2park ----
-r=$(grpc_call unary 5)
-[ "$r" = "unary echo:xxxxx 10 OK unary-done" ]; check grpc_unary_with_trailing_metadata $? "$r"
-r=$(grpc_call unary 300000)
-[ "$r" = "unary echo:xxxxxxxxxxxxxxx 300005 OK unary-done" ]
-check grpc_unary_300KB_both_ways $? "$r; $(grep /t.T/Echo "$TMP/access.log" | tail -1); $(grep -v info "$TMP/daemon.log" | tail -3)"
-r=$(grpc_call fail)
-[ "$r" = "fail NOT_FOUND no such thing" ]; check grpc_trailers_only_error $? "$r"
-r=$(grpc_call count 100)
-[ "$r" = "count 6553600" ]; check grpc_client_streaming_6MiB_flow_controlled $? "$r"
-r=$(grpc_call bidi 60)
-[ "$r" = "bidi 60 match OK 60 spread=${r##*spread=}" ]; check grpc_bidi_60_messages $? "$r"
-# Answers come back while the client still sends (one message every 0.2 s): the stream
-# is passed on both ways as it goes, not gathered.
-r=$(grpc_call slowbidi 6)
-s=${r##*spread=}
-[ "${r% spread=*}" = "bidi 6 match OK 6" ] && awk -v s="$s" 'BEGIN { exit !(s >= 0.6) }'
-check grpc_bidi_streamed_as_it_goes $? "$r"
-grep -q '"target":"/t.T/Echo","protocol":"h2c","status":200.*"upstream_addr":"127.0.0.1:'$G'","upstream_status":200' "$TMP/access.log"
-check grpc_access_log_upstream $? "$(grep /t.T/Echo "$TMP/access.log" | tail -1)"
+check_grpc_through "" "$G"
 
 # ---- nghttpd: files, pooled connections ----
-want=$(sha256sum < "$TMP/www/three.bin" | cut -d' ' -f1)
-for proto in h1 h2c tls; do
-  case $proto in h1) opt="--http1.1"; url="http://127.0.0.1:$P" ;; h2c) opt="--http2-prior-knowledge"; url="http://127.0.0.1:$P" ;;
-                 tls) opt="--http2 -k"; url="https://127.0.0.1:$T" ;; esac
-  got=$(curl -s $opt "$url/n/three.bin" | sha256sum | cut -d' ' -f1)
-  [ "$got" = "$want" ]; check "nghttpd_file_3MiB_$proto" $? "sha256 $got"
-  got=$(curl -s $opt "$url/n/three.bin" | (sleep 1; sha256sum) | cut -d' ' -f1)
-  [ "$got" = "$want" ]; check "nghttpd_file_3MiB_slow_client_$proto" $? "sha256 $got"
-done
+check_file_to_every_client nghttpd_file_3MiB /n/three.bin "$TMP/www/three.bin"
 h=$(curl -si --http1.1 "http://127.0.0.1:$P/n/index.html")
 printf '%s' "$h" | grep -qi '^via: 2.0 h2park' && printf '%s' "$h" | grep -q 'h2park test'
 check nghttpd_via_2_0 $? "$(printf '%s' "$h" | head -10 | tr '\r\n' '  ')"
-for mode in "--h1" ""; do
-  h2load -n 3000 -c 10 -m 4 $mode "http://127.0.0.1:$P/n/index.html" > "$TMP/h2load.out" 2>&1
-  ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
-  [ "$ok2" = 3000 ]; check "nghttpd_h2load_3000${mode:+_h1}" $? "$(grep -E '^(requests|status)' "$TMP/h2load.out" | tr '\n' ' ')"
-done
-before=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$F/conns")
-h2load -n 1000 -c 4 --h1 "http://127.0.0.1:$P/f/ok" > "$TMP/h2load.out" 2>&1
-after=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$F/conns")
-ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
-# (after counts the /conns connection itself)
-[ "$ok2" = 1000 ] && [ $((after - before)) -le 6 ]
-check upstream_h2c_connections_reused $? "$ok2 2xx, $((after - before - 1)) upstream connections for 1000 requests"
+check_h2load_and_reuse "" curl -s --http2-prior-knowledge "http://127.0.0.1:$F/conns"
 
 # ---- faults ----
 c=$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge "http://127.0.0.1:$P/f/rst-head")
@@ -193,28 +124,12 @@ raw=$(curl -s --raw --http1.1 "http://127.0.0.1:$P/f/trailers" | od -An -c | tr 
 [ "$raw" = '2\r\nt\n\r\n0\r\n\r\n' ]; check h1_trailers_dropped_without_te $? "$raw"
 
 # ---- idle pooled h2c upstream connections park: socket, struct and session only ----
-# A first round through an unpooled group makes what 200 clients and handlers take (and
-# the heap keeps for reuse), so that the second, pooled, adds the connections alone.
-h2load -n 200 -c 200 --h1 "http://127.0.0.1:$P/f0/slow" > "$TMP/h2load.out" 2>&1
-sleep 2.5
-j=$(stats_json); heap0=$(stat_from "$j" heap_alloc_bytes); rss0=$(stat_from "$j" rss_bytes)
-h2load -n 200 -c 200 --h1 "http://127.0.0.1:$P/f/slow" > "$TMP/h2load.out" 2>&1
-ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
-sleep 2.5                    # a worker tick: freed stacks and buffers go back
-m=$(curl -s "http://127.0.0.1:$P/metrics")
-idle=$(printf '%s' "$m" | sed -n "s/^h2park_upstream_connections{upstream=\"faults\",server=\"127.0.0.1:$F\",state=\"idle\"} //p")
-j=$(stats_json); heap1=$(stat_from "$j" heap_alloc_bytes); rss1=$(stat_from "$j" rss_bytes)
-per=$(( (heap1 - heap0) / ${idle:-1} )); rper=$(( (rss1 - rss0) / ${idle:-1} ))
 # What is allocated includes nghttp2's 20 KiB frame buffer and 4 KiB stream map, whose
-# pages are given back while pooled: resident, a pooled connection is its session's
-# tables.  RSS is printed, not judged: the heap returning the first round's pages to the
-# OS meanwhile moves it by more than 200 connections do.
-[ "$ok2" = 200 ] && [ "${idle:-0}" -ge 190 ] && [ "$per" -lt 40000 ]
-check idle_h2c_upstream_pooled_parked $? "$ok2 answered, $idle idle upstream connections: $per heap bytes, $rper resident bytes each"
-echo "# idle h2c upstream connection: $per heap bytes, $rper bytes of RSS (heap_alloc $heap0 -> $heap1, rss $rss0 -> $rss1, $idle pooled)"
+# pages are given back while pooled: resident, a pooled connection is its session's tables.
+check_idle_pool idle_h2c_upstream_pooled_parked /f0/slow /f/slow faults "127.0.0.1:$F" 40000
 
 # ---- configuration ----
-printf 'listen = 127.0.0.1:%s\nlocation / {\n    proxy_pass = h2://127.0.0.1:9\n}\n' "$(free_port)" > "$TMP/bad.conf"
+printf 'listen = 127.0.0.1:%s\nlocation / {\n    proxy_pass = grpc://127.0.0.1:9\n}\n' "$(free_port)" > "$TMP/bad.conf"
 config_error config_bad_scheme_named "bad.conf:3" -c "$TMP/bad.conf" --check
-grep -q "h2c://" "$TMP/err.out"; check config_bad_scheme_says_h2c $? "$(head -2 "$TMP/err.out")"
+grep -q "SCHEME http, https, h2c or h2" "$TMP/err.out"; check config_bad_scheme_names_the_schemes $? "$(head -2 "$TMP/err.out")"
 stop_daemon

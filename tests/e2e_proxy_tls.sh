@@ -16,19 +16,10 @@ chmod a+x "$TMP"; chmod -R a+rX "$TMP/www"
 head -c $((3 << 20)) /dev/urandom > "$TMP/www/three.bin"; chmod a+r "$TMP/www/three.bin"
 
 # ---- a test CA, another CA, and certificates of the first ----
-ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/$1.key" -out "$TMP/$1.pem" \
-         -days 2 -subj "/CN=$1" >/dev/null 2>&1; }
-leaf() { # NAME SUBJECT-ALT-NAMES USAGE
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/$1.key" -out "$TMP/$1.csr" \
-    -subj "/CN=$1" >/dev/null 2>&1
-  printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=%s\n' "$2" "$3" > "$TMP/$1.ext"
-  openssl x509 -req -in "$TMP/$1.csr" -CA "$TMP/testca.pem" -CAkey "$TMP/testca.key" -CAcreateserial -days 2 \
-    -extfile "$TMP/$1.ext" -out "$TMP/$1.pem" >/dev/null 2>&1
-}
-ca testca; ca otherca
-leaf app "DNS:app.test,IP:127.0.0.1" serverAuth
-leaf other "DNS:other.test" serverAuth
-leaf h2park-client "DNS:client.test" clientAuth
+make_ca testca; make_ca otherca
+make_leaf app "DNS:app.test,IP:127.0.0.1" serverAuth
+make_leaf other "DNS:other.test" serverAuth
+make_leaf h2park-client "DNS:client.test" clientAuth
 chmod a+r "$TMP"/*.key "$TMP"/*.pem
 
 NGS=$(free_port); NGM=$(free_port); FT=$(free_port)

@@ -57,15 +57,7 @@ proxy_to() { # NAME ADDR [more config lines]
 
 # ---- nginx: files, fields, keep-alive ----
 proxy_to ng "127.0.0.1:$NG"
-want=$(sha256sum < "$TMP/www/three.bin" | cut -d' ' -f1)
-for proto in h1 h2c tls; do
-  case $proto in h1) opt="--http1.1"; url="http://127.0.0.1:$P" ;; h2c) opt="--http2-prior-knowledge"; url="http://127.0.0.1:$P" ;;
-                 tls) opt="--http2 -k"; url="https://127.0.0.1:$T" ;; esac
-  got=$(curl -s $opt "$url/three.bin" | sha256sum | cut -d' ' -f1)
-  [ "$got" = "$want" ]; check "nginx_file_3MiB_$proto" $? "sha256 $got"
-  got=$(curl -s $opt "$url/three.bin" | (sleep 1; sha256sum) | cut -d' ' -f1)
-  [ "$got" = "$want" ]; check "nginx_file_3MiB_slow_client_$proto" $? "sha256 $got"
-done
+check_file_to_every_client nginx_file_3MiB /three.bin "$TMP/www/three.bin"
 f=$(curl -s -H 'X-Forwarded-For: 10.9.8.7' -H 'Forwarded: for=10.9.8.7' -H 'Via: 1.0 corp' -H 'Connection: foo' \
       -H 'Foo: dropped' -H 'Keep-Alive: timeout=1' -H 'TE: trailers' "http://127.0.0.1:$P/fields?q=1")
 case "$f" in *"host=127.0.0.1:$P|"*"xff=10.9.8.7, 127.0.0.1|xfp=http|xfh=127.0.0.1:$P|fwd=for=10.9.8.7, for=127.0.0.1;proto=http;host=\"127.0.0.1:$P\"|via=1.0 corp, 1.1 h2park|"*"conn=|ka=|te=|foo=|"*"uri=/fields?q=1|"*) r=0 ;; *) r=1 ;; esac

@@ -45,6 +45,58 @@ make_site() {
     -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 2 -subj /CN=localhost >/dev/null 2>&1
 }
 
+# make_ca NAME: a certificate authority of the test's own ($TMP/NAME.pem, NAME.key);
+# make_leaf NAME SUBJECT-ALT-NAMES USAGE: a certificate signed by make_ca testca.
+make_ca() { openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/$1.key" -out "$TMP/$1.pem" \
+              -days 2 -subj "/CN=$1" >/dev/null 2>&1; }
+make_leaf() {
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/$1.key" -out "$TMP/$1.csr" \
+    -subj "/CN=$1" >/dev/null 2>&1
+  printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=%s\n' "$2" "$3" > "$TMP/$1.ext"
+  openssl x509 -req -in "$TMP/$1.csr" -CA "$TMP/testca.pem" -CAkey "$TMP/testca.key" -CAcreateserial -days 2 \
+    -extfile "$TMP/$1.ext" -out "$TMP/$1.pem" >/dev/null 2>&1
+}
+
+# check_file_to_every_client NAME PATH FILE: FILE, fetched at PATH from the daemon's $P
+# (HTTP/1.1 and h2c) and $T (h2 over TLS), comes whole, read at once and by a client that
+# waits a second before reading (checks NAME_PROTO and NAME_slow_client_PROTO).
+check_file_to_every_client() {
+  local want got proto opt url
+  want=$(sha256sum < "$3" | cut -d' ' -f1)
+  for proto in h1 h2c tls; do
+    case $proto in h1) opt="--http1.1"; url="http://127.0.0.1:$P" ;; h2c) opt="--http2-prior-knowledge"; url="http://127.0.0.1:$P" ;;
+                   tls) opt="--http2 -k"; url="https://127.0.0.1:$T" ;; esac
+    got=$(curl -s $opt "$url$2" | sha256sum | cut -d' ' -f1)
+    [ "$got" = "$want" ]; check "$1_$proto" $? "sha256 $got"
+    got=$(curl -s $opt "$url$2" | (sleep 1; sha256sum) | cut -d' ' -f1)
+    [ "$got" = "$want" ]; check "$1_slow_client_$proto" $? "sha256 $got"
+  done
+}
+
+# check_idle_pool NAME UNPOOLED_PATH POOLED_PATH GROUP SERVER MAX_HEAP_BYTES: 200 HTTP/1.1
+# clients at once through POOLED_PATH (a slow answer, so that 200 upstream connections
+# open) leave at least 190 idle in GROUP's pool for SERVER, each adding less than
+# MAX_HEAP_BYTES to the daemon's heap.  A first round through UNPOOLED_PATH makes what the
+# clients and handlers take (and the heap keeps for reuse), so that the second adds the
+# pooled connections alone.  RSS is printed, not judged: the heap returning the first
+# round's pages to the OS meanwhile moves it by more than 200 connections do.
+check_idle_pool() {
+  local j heap0 heap1 rss0 rss1 ok2 idle per rper
+  h2load -n 200 -c 200 --h1 "http://127.0.0.1:$P$2" > "$TMP/h2load.out" 2>&1
+  sleep 2.5
+  j=$(stats_json); heap0=$(stat_from "$j" heap_alloc_bytes); rss0=$(stat_from "$j" rss_bytes)
+  h2load -n 200 -c 200 --h1 "http://127.0.0.1:$P$3" > "$TMP/h2load.out" 2>&1
+  ok2=$(sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p' "$TMP/h2load.out")
+  sleep 2.5                    # a worker tick: freed stacks and buffers go back
+  idle=$(curl -s "http://127.0.0.1:$P/metrics" |
+           sed -n "s/^h2park_upstream_connections{upstream=\"$4\",server=\"$5\",state=\"idle\"} //p")
+  j=$(stats_json); heap1=$(stat_from "$j" heap_alloc_bytes); rss1=$(stat_from "$j" rss_bytes)
+  per=$(( (heap1 - heap0) / ${idle:-1} )); rper=$(( (rss1 - rss0) / ${idle:-1} ))
+  [ "$ok2" = 200 ] && [ "${idle:-0}" -ge 190 ] && [ "$per" -lt "$6" ]
+  check "$1" $? "$ok2 answered, $idle idle upstream connections: $per heap bytes, $rper resident bytes each"
+  echo "# $1: $per heap bytes, $rper bytes of RSS per idle upstream connection (heap_alloc $heap0 -> $heap1, rss $rss0 -> $rss1, $idle pooled)"
+}
+
 # start_daemon [extra args...]: starts h2park on free ports; sets PORT, TPORT, DPID.
 # With NOFILE set, the daemon runs with that many file descriptors.
 start_daemon() {

@@ -429,7 +429,7 @@ static void reverse_proxy_locations(void)
 
 /* proxy_pass https:// and the proxy_ssl_* keys: inherited as the other proxy_* keys, the
  * name to verify proxy_pass's host by default, verification and SNI on by default, one
- * settings block shared by locations that have the same, one scheme per upstream. */
+ * settings block shared by locations that have the same, TLS or not for each upstream. */
 static void tls_upstreams(void)
 {
     CHECKF(parse("proxy_ssl_trusted_certificate = /etc/ca.pem\n"
@@ -464,6 +464,24 @@ static void tls_upstreams(void)
           strstr(err, "test.conf:8: upstream b is passed to over https:// here but over http:// at test.conf:5"));
     CHECK(parse("upstream b {\nserver = 127.0.0.1:1\nproxy_ssl_verify = off\n}\n") == CONFIG_ERROR &&
           strstr(err, "test.conf:3: 'proxy_ssl_verify' is not allowed in this upstream"));
+    /* h2:// is TLS offering h2 alone by ALPN: settings of its own beside https://'s
+     * (another context, so neither takes the other's pooled connections), the same group
+     * allowed under both, never with a cleartext scheme. */
+    CHECKF(parse("upstream g {\nserver = 127.0.0.1:50051\n}\n"
+                 "location /a/ {\nproxy_pass = h2://g\nproxy_ssl_name = g.test\n}\n"
+                 "location /b/ {\nproxy_pass = https://g\nproxy_ssl_name = g.test\n}\n"
+                 "location /c/ {\nproxy_pass = h2://g\nproxy_ssl_name = g.test\n}\n"
+                 "location /d/ {\nproxy_pass = h2://127.0.0.1\n}\n") == CONFIG_OK, "%s", err);
+    const struct proxy_conf *a = loc_of(&c->sites[0], "/a/x")->proxy, *b = loc_of(&c->sites[0], "/b/x")->proxy;
+    CHECK(a->h2 && a->tls && a->tls->h2 && !b->h2 && b->tls && !b->tls->h2 && a->tls != b->tls && a->group == b->group);
+    CHECK(loc_of(&c->sites[0], "/c/x")->proxy->tls == a->tls);
+    CHECK(strstr(loc_of(&c->sites[0], "/d/x")->proxy->group->servers[0].text, ":443"));
+    CHECK(parse("upstream g {\nserver = 127.0.0.1:1\n}\nlocation /a/ {\nproxy_pass = h2c://g\n}\n"
+                "location /b/ {\nproxy_pass = h2://g\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:8: upstream g is passed to over h2:// here but over h2c:// at test.conf:5"));
+    CHECK(parse("location / {\nproxy_pass = grpcs://127.0.0.1\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: proxy_pass 'grpcs://127.0.0.1': expected SCHEME://ADDRESS[/PATH]") &&
+          strstr(err, "SCHEME http, https, h2c or h2"));
 }
 
 /* The built-in routes are locations: in every site at their paths, placed elsewhere by

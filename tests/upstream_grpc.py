@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""A gRPC server (python3-grpcio) for the h2c proxy tests, and its client.
+"""A gRPC server (python3-grpcio) for the HTTP/2 proxy tests, and its client.
 
-  upstream_grpc.py serve PORT
+  upstream_grpc.py serve PORT [CERT KEY]     (with CERT and KEY: over TLS)
   upstream_grpc.py call ADDR unary|fail|stream|bidi|slowbidi [N]
 
 Methods are registered generically (no generated code): bytes in, bytes out.
@@ -37,7 +37,7 @@ def bidi(it, ctx):
 def count(it, ctx):
     return str(sum(len(m) for m in it)).encode()
 
-def serve(port):
+def serve(port, cert=None, key=None):
     s = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
     h = grpc.method_handlers_generic_handler("t.T", {
         "Echo": grpc.unary_unary_rpc_method_handler(echo, ident, ident),
@@ -46,7 +46,11 @@ def serve(port):
         "Count": grpc.stream_unary_rpc_method_handler(count, ident, ident),
     })
     s.add_generic_rpc_handlers((h,))
-    s.add_insecure_port("127.0.0.1:%d" % port)
+    if cert:
+        creds = grpc.ssl_server_credentials([(open(key, "rb").read(), open(cert, "rb").read())])
+        s.add_secure_port("127.0.0.1:%d" % port, creds)
+    else:
+        s.add_insecure_port("127.0.0.1:%d" % port)
     s.start()
     s.wait_for_termination()
 
@@ -97,6 +101,6 @@ def call(addr, what, n):
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
-        serve(int(sys.argv[2]))
+        serve(int(sys.argv[2]), *sys.argv[3:5])
     else:
         call(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 10)

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""An h2c server (python3-h2) that misbehaves as an h2c upstream can, for the proxy tests.
+"""An HTTP/2 server (python3-h2) that misbehaves as an HTTP/2 upstream can, for the proxy tests.
 
-  upstream_h2_faults.py PORT [WINDOW]
+  upstream_h2_faults.py PORT [WINDOW [CERT KEY [ALPN]]]
 
-With WINDOW, the server opens its flow-control windows (the connection's and each
+h2c, or with CERT and KEY over TLS (Python's ssl), offering ALPN's "h2" or the protocol
+ALPN names ("none": no ALPN at all).  With WINDOW (0: the default windows), the server opens its flow-control windows (the connection's and each
 stream's) that wide at once and never acknowledges data after: a client that has the
 window must send without being prompted (gRPC's servers open theirs as wide, BDP-probed).
 
@@ -19,17 +20,31 @@ By path:
   /noread        never opens its flow-control window: a body stops after 64 KiB, no answer
   /slow          200 "slow\n" after a second (so that many connections are open at once)
   /count         200, the number of body bytes received
+  /scheme        200, the request's :scheme
 Each connection is counted; GET /conns (on any connection) answers how many were made."""
-import socket, sys, threading
+import socket, ssl, sys, threading, time
 import h2.connection, h2.config, h2.events, h2.errors, h2.settings
 
 conns = 0
 lock = threading.Lock()
 
 window = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+tls = None
+if len(sys.argv) > 4:
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(sys.argv[3], sys.argv[4])
+    alpn = sys.argv[5] if len(sys.argv) > 5 else "h2"
+    if alpn != "none":
+        tls.set_alpn_protocols([alpn])
 
 def handle(sock):
     global conns
+    if tls:
+        try:
+            sock = tls.wrap_socket(sock, server_side=True)
+        except (OSError, ssl.SSLError):
+            sock.close()
+            return
     with lock:
         conns += 1
     c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
@@ -37,17 +52,32 @@ def handle(sock):
     if window:
         c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
         c.increment_flow_control_window(window - 65535)
-    sock.sendall(c.data_to_send())
     paths = {}
+    schemes = {}
+    slow = []                      # (when, stream) of /slow answers to come, in order
     received = {}
     try:
+        sock.sendall(c.data_to_send())
         while True:
-            data = sock.recv(65536)
+            # /slow answers come from this thread too (an SSL socket takes one thread at a time)
+            sock.settimeout(max(0.01, slow[0][0] - time.monotonic()) if slow else None)
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                data = None
+            while slow and slow[0][0] <= time.monotonic():
+                sid = slow.pop(0)[1]
+                c.send_headers(sid, [(":status", "200"), ("content-length", "5")])
+                c.send_data(sid, b"slow\n", end_stream=True)
+            if data is None:
+                sock.sendall(c.data_to_send())
+                continue
             if not data:
                 return
             for ev in c.receive_data(data):
                 if isinstance(ev, h2.events.RequestReceived):
                     paths[ev.stream_id] = dict(ev.headers).get(":path", "")
+                    schemes[ev.stream_id] = dict(ev.headers).get(":scheme", "")
                 if isinstance(ev, h2.events.DataReceived):
                     received[ev.stream_id] = received.get(ev.stream_id, 0) + len(ev.data)
                     if not window and paths.get(ev.stream_id) != "/noread":
@@ -55,9 +85,10 @@ def handle(sock):
                 if isinstance(ev, h2.events.StreamEnded):
                     sid = ev.stream_id
                     p = paths.get(sid, "")
-                    if p in ("/ok", "/conns", "/count"):
+                    if p in ("/ok", "/conns", "/count", "/scheme"):
                         body = ("%d\n" % conns if p == "/conns" else
-                                "%d\n" % received.get(sid, 0) if p == "/count" else "ok\n").encode()
+                                "%d\n" % received.get(sid, 0) if p == "/count" else
+                                schemes.get(sid, "") + "\n" if p == "/scheme" else "ok\n").encode()
                         c.send_headers(sid, [(":status", "200"), ("content-length", str(len(body)))])
                         c.send_data(sid, body, end_stream=True)
                     elif p == "/rst-head":
@@ -81,14 +112,7 @@ def handle(sock):
                         c.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc"),
                                              ("grpc-status", "13"), ("grpc-message", "boom")], end_stream=True)
                     elif p == "/slow":
-                        def later(sid=sid):
-                            import time
-                            time.sleep(1)
-                            with lock:
-                                c.send_headers(sid, [(":status", "200"), ("content-length", "5")])
-                                c.send_data(sid, b"slow\n", end_stream=True)
-                                sock.sendall(c.data_to_send())
-                        threading.Thread(target=later, daemon=True).start()
+                        slow.append((time.monotonic() + 1, sid))
                     elif p == "/trailers":
                         c.send_headers(sid, [(":status", "200"), ("content-type", "text/plain")])
                         c.send_data(sid, b"t\n")
@@ -98,7 +122,7 @@ def handle(sock):
             out = c.data_to_send()
             if out:
                 sock.sendall(out)
-    except (OSError, h2.exceptions.ProtocolError):
+    except (OSError, ssl.SSLError, h2.exceptions.ProtocolError):
         pass
     finally:
         sock.close()

@@ -70,7 +70,7 @@ struct exchange {
     size_t rx_off;
     double started;
     bool reused, request_sent, body_started, responded, body_open;
-    bool h2;                       /* the upstream speaks h2c (upstream/h2client.c) */
+    bool h2;                       /* the upstream speaks HTTP/2 (upstream/h2client.c) */
     uint8_t send_failed;           /* the upstream stopped taking the request: why */
 };
 
@@ -702,8 +702,8 @@ void proxy_pass_handle(struct request *r)
     /* WebSocket is the one upgrade passed on: another protocol is not known to be one a
      * byte tunnel carries faithfully (h2c is the front end's own). */
     const char *upgrade = req_upgrade(r);
-    if (upgrade && (!http_list_has(upgrade, "websocket") || pc->h2c))
-        upgrade = NULL;            /* (an h2c upstream would need RFC 8441's CONNECT too) */
+    if (upgrade && (!http_list_has(upgrade, "websocket") || pc->h2))
+        upgrade = NULL;            /* (an HTTP/2 upstream would need RFC 8441's CONNECT too) */
     bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
     if (h2 && !strcmp(req_method(r), "CONNECT") && (!upgrade || strcmp(upgrade, "websocket"))) {
         sc_free(x);                /* an extended CONNECT for a protocol no upstream is asked for */
@@ -727,7 +727,7 @@ void proxy_pass_handle(struct request *r)
     x->r = r;
     x->pc = pc;
     x->upgrade = upgrade;
-    x->h2 = pc->h2c;
+    x->h2 = pc->h2;
     x->started = req_now(r);
     struct req_upstream *u = req_upstream(r);
     uint32_t tried = 0;

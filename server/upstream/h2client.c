@@ -1,6 +1,7 @@
-/* An upstream spoken to in HTTP/2 with prior knowledge (h2c, RFC 9113 3.3): the client
- * side of nghttp2 (nghttp2_session_client_new3) on an upstream connection, for gRPC and
- * any h2c application server.
+/* An upstream spoken to in HTTP/2 - with prior knowledge (h2c, RFC 9113 3.3), or over TLS
+ * once ALPN chose h2 (tls.c checks it): the client side of nghttp2
+ * (nghttp2_session_client_new3) on an upstream connection, for gRPC and any HTTP/2
+ * application server.  The transport hides which: only :scheme differs.
  *
  * One request in flight per connection, as nginx's grpc_pass: the connection's session
  * carries one stream at a time, so an exchange is the connection's, and the pool, the
@@ -456,7 +457,8 @@ int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *h
         goto out;
     *sp1 = *sp2 = 0;
     nv[n++] = (nghttp2_nv){ (uint8_t *)":method", (uint8_t *)line, 7, strlen(line), NGHTTP2_NV_FLAG_NONE };
-    nv[n++] = (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, NGHTTP2_NV_FLAG_NONE };
+    const char *scheme = uc->t.ssl ? "https" : "http";
+    nv[n++] = (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)scheme, 7, strlen(scheme), NGHTTP2_NV_FLAG_NONE };
     size_t authority = n++;
     nv[authority] = (nghttp2_nv){ (uint8_t *)":authority", (uint8_t *)"", 10, 0, NGHTTP2_NV_FLAG_NONE };
     nv[n++] = (nghttp2_nv){ (uint8_t *)":path", (uint8_t *)sp1 + 1, 5, strlen(sp1 + 1), NGHTTP2_NV_FLAG_NONE };

@@ -1,5 +1,6 @@
-/* TLS to upstream servers (proxy_pass https://): one client context per set of
- * proxy_ssl_* settings, and the handshake of a new upstream connection.
+/* TLS to upstream servers (proxy_pass https:// and h2://): one client context per set of
+ * proxy_ssl_* settings and protocol (its ALPN offer), and the handshake of a new upstream
+ * connection.
  *
  * The upstream side uses the transport the client side uses (core/transport.c): the same
  * SSL-over-socket with batched records, the same reads and writes; only the context and
@@ -51,7 +52,11 @@ static SSL_CTX *client_ctx(const struct upstream_tls *t, struct config *c, struc
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x08http/1.1", 9);
+    /* One protocol offered, so the server cannot choose one the exchange does not speak. */
+    if (t->h2)
+        SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x02h2", 3);
+    else
+        SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x08http/1.1", 9);
     SSL_CTX_set_verify(ctx, t->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     if (t->trusted) {
         if (SSL_CTX_load_verify_locations(ctx, t->trusted, NULL) != 1) {
@@ -107,6 +112,20 @@ static void log_failure(const struct upstream_server_conf *sc, const struct upst
     ERR_clear_error();
 }
 
+/* HTTP/2 over TLS is only spoken once ALPN chose h2 (RFC 9113 3.2; Go's transport and
+ * nghttpx insist as well): a server that chose nothing speaks HTTP/1.1 whatever it is sent. */
+static int agreed_h2(const struct upstream_server_conf *sc, SSL *ssl)
+{
+    const unsigned char *p = NULL;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(ssl, &p, &len);
+    if (len == 2 && !memcmp(p, "h2", 2))
+        return 0;
+    log_msg(LOG_ERROR, "upstream %s: the server did not choose HTTP/2 (h2) by ALPN %s%.*s%s", sc->text,
+            len ? "(it chose \"" : "(it chose none)", (int)len, len ? (const char *)p : "", len ? "\")" : "");
+    return -1;
+}
+
 int upstream_tls_handshake(struct request *r, struct transport *tr, const struct upstream_server_conf *sc,
                            const struct upstream_tls *t, double deadline, enum upstream_failure *why)
 {
@@ -132,7 +151,7 @@ int upstream_tls_handshake(struct request *r, struct transport *tr, const struct
     for (;;) {
         enum handshake h = transport_handshake(tr);
         if (h == HANDSHAKE_DONE)
-            return 0;
+            return t->h2 ? agreed_h2(sc, ssl) : 0;
         if (h == HANDSHAKE_FAILED) {
             log_failure(sc, t, ssl);
             return -1;

@@ -120,7 +120,7 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
 int h1resp_eof(struct h1_response *p);
 void h1resp_free(struct h1_response *p);
 
-/* h2client.c: HTTP/2 with prior knowledge (h2c) on an upstream connection, one exchange
+/* h2client.c: HTTP/2 on an upstream connection (h2c, or h2 over TLS), one exchange
  * at a time.  h2up_open gives uc a client session (SETTINGS queued); h2up_submit queues
  * r's request from the HTTP/1.1 head proxy_pass built (its request line, Host and fields)
  * with r's body to come; h2up_step moves both ways without waiting and says what it found

@@ -204,8 +204,9 @@ enum key_id {
     K_ROOT, K_ALIAS, K_INDEX, K_HEADER, K_ALLOW, K_DENY, K_MAX_BODY_SIZE, K_ERROR_PAGE, K_DOTFILES,
     K_DIRECTORY_LISTING, K_FALLBACK, K_RETURN, K_HANDLER,
     K_PROXY_PASS, K_PROXY_CONNECT_TIMEOUT, K_PROXY_READ_TIMEOUT, K_PROXY_SEND_TIMEOUT, K_PROXY_NEXT_UPSTREAM_TRIES,
-    K_PROXY_SET_HOST, K_UPSTREAM, K_SERVER, K_BALANCE, K_KEEPALIVE, K_KEEPALIVE_TIMEOUT,
+    K_PROXY_SET_HOST, K_UPSTREAM, K_SERVER, K_BALANCE, K_KEEPALIVE, K_KEEPALIVE_TIMEOUT, K_HEALTH_CHECK,
     K_PROXY_SSL_VERIFY, K_PROXY_SSL_TRUSTED_CERTIFICATE, K_PROXY_SSL_NAME, K_PROXY_SSL_SERVER_NAME,
+    K_PROXY_SSL_SESSION_REUSE,
     K_PROXY_SSL_CERTIFICATE, K_PROXY_SSL_CERTIFICATE_KEY,
     K_COUNT
 };
@@ -261,6 +262,7 @@ struct scope {
     uint8_t balance;
     uint32_t keepalive;
     double keepalive_timeout;
+    struct health_check *health;
     struct scope *upstreams, **upstreams_tail;   /* the top level's upstream sections */
 };
 
@@ -867,6 +869,10 @@ static int set_ssl_server_name(struct setter_args *a)
 {
     return set_flag(a, &a->s->ssl.server_name, "proxy_ssl_server_name");
 }
+static int set_ssl_session_reuse(struct setter_args *a)
+{
+    return set_flag(a, &a->s->ssl.session_reuse, "proxy_ssl_session_reuse");
+}
 static int set_ssl_trusted(struct setter_args *a)
 {
     a->s->ssl.trusted_from = a->from;
@@ -930,6 +936,22 @@ static int set_keepalive_timeout(struct setter_args *a)
     if (config_parse_duration(a->value, &d) || d <= 0 || d > 86400 * 30)
         return WHY("keepalive_timeout: '%s' is not a duration (like 10s, 250ms, 5m)", a->value);
     a->s->keepalive_timeout = d;
+    return 0;
+}
+
+static int set_health_check(struct setter_args *a)
+{
+    struct health_check h;
+    char path[256], host[256];
+    if (upstream_parse_health_check(a->value, &h, path, host, sizeof path, a->why, a->whylen))
+        return -1;
+    if (h.path)
+        h.path = sdup(a->c, h.path);
+    if (h.host)
+        h.host = sdup(a->c, h.host);
+    h.from = a->from;
+    a->s->health = alloc(a->c, sizeof h);
+    *a->s->health = h;
     return 0;
 }
 
@@ -1008,6 +1030,7 @@ const struct config_key config_keys[K_COUNT] = {
     [K_PROXY_SSL_TRUSTED_CERTIFICATE] = { "proxy_ssl_trusted_certificate", ANY, false, false },
     [K_PROXY_SSL_NAME] = { "proxy_ssl_name", ANY, false, false },
     [K_PROXY_SSL_SERVER_NAME] = { "proxy_ssl_server_name", ANY, false, false },
+    [K_PROXY_SSL_SESSION_REUSE] = { "proxy_ssl_session_reuse", ANY, false, false },
     [K_PROXY_SSL_CERTIFICATE] = { "proxy_ssl_certificate", ANY, false, false },
     [K_PROXY_SSL_CERTIFICATE_KEY] = { "proxy_ssl_certificate_key", ANY, false, false },
     [K_UPSTREAM] = { "upstream", TOP, true, true },
@@ -1015,6 +1038,7 @@ const struct config_key config_keys[K_COUNT] = {
     [K_BALANCE] = { "balance", KEY_UPSTREAM, false, false },
     [K_KEEPALIVE] = { "keepalive", KEY_UPSTREAM, false, false },
     [K_KEEPALIVE_TIMEOUT] = { "keepalive_timeout", KEY_UPSTREAM, false, false },
+    [K_HEALTH_CHECK] = { "health_check", KEY_UPSTREAM, false, false },
 };
 const size_t config_nkeys = K_COUNT;
 
@@ -1076,6 +1100,7 @@ static const struct key_def defs[K_COUNT] = {
     [K_PROXY_SSL_TRUSTED_CERTIFICATE] = { T_FN, 0, 0, 0, NULL, set_ssl_trusted },
     [K_PROXY_SSL_NAME] = { T_FN, 0, 0, 0, NULL, set_ssl_name },
     [K_PROXY_SSL_SERVER_NAME] = { T_FN, 0, 0, 0, NULL, set_ssl_server_name },
+    [K_PROXY_SSL_SESSION_REUSE] = { T_FN, 0, 0, 0, NULL, set_ssl_session_reuse },
     [K_PROXY_SSL_CERTIFICATE] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate },
     [K_PROXY_SSL_CERTIFICATE_KEY] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate_key },
     [K_UPSTREAM] = { T_SECTION, 0, 0, 0, NULL, NULL },
@@ -1083,6 +1108,7 @@ static const struct key_def defs[K_COUNT] = {
     [K_BALANCE] = { T_FN, 0, 0, 0, NULL, set_balance },
     [K_KEEPALIVE] = { T_FN, 0, 0, 0, NULL, set_keepalive },
     [K_KEEPALIVE_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_keepalive_timeout },
+    [K_HEALTH_CHECK] = { T_FN, 0, 0, 0, NULL, set_health_check },
 };
 
 /* A global value of a plain type: 0, or -1 with why. */
@@ -1144,6 +1170,7 @@ struct config *config_new(void)
     t->upstreams_tail = &t->upstreams;
     t->proxy_timeouts[0] = t->proxy_timeouts[1] = t->proxy_timeouts[2] = 60;   /* nginx's defaults */
     t->ssl.verify = t->ssl.server_name = true;   /* Go's, Caddy's and h2o's (nginx: both off) */
+    t->ssl.session_reuse = true;                 /* nginx's and Go's */
     t->root = "./www";
     t->root_from = CONFIG_BUILTIN;
     c->parking = true;
@@ -1667,6 +1694,8 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         m->ssl.verify = s->ssl.verify;
     if (at[K_PROXY_SSL_SERVER_NAME].src || top)
         m->ssl.server_name = s->ssl.server_name;
+    if (at[K_PROXY_SSL_SESSION_REUSE].src || top)
+        m->ssl.session_reuse = s->ssl.session_reuse;
     if (at[K_PROXY_SSL_NAME].src)
         m->ssl.name = s->ssl.name;
     if (at[K_PROXY_SSL_TRUSTED_CERTIFICATE].src) {
@@ -1763,6 +1792,7 @@ static void build_upstreams(struct config *c, const struct scope *top, struct co
         struct upstream_group *g = &c->upstreams[c->nupstreams++];
         g->name = u->path;
         g->balance = u->balance;
+        g->check = u->health;
         g->from = u->from;
         g->servers = &c->upstream_servers[c->nupstream_servers];
         for (uint32_t i = 0; i < u->servers.n; i++)
@@ -1774,7 +1804,8 @@ static void build_upstreams(struct config *c, const struct scope *top, struct co
 static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
 
 /* The TLS settings of a proxy_pass https:// or h2://, shared with every location that has
- * the same ones and protocol (so they share one context and their pooled connections).  NULL after an error. */
+ * the same ones and protocol (so they share one context and their pooled connections).
+ * NULL after an error. */
 static const struct upstream_tls *upstream_tls_for(struct config *c, const struct merged *m, const struct scope *ps,
                                                    struct config_errors *e)
 {
@@ -1794,7 +1825,8 @@ static const struct upstream_tls *upstream_tls_for(struct config *c, const struc
     for (; *tail; tail = &(*tail)->next) {
         const struct upstream_tls *o = *tail;
         if (same_text(o->trusted, want.trusted) && same_text(o->cert, want.cert) && same_text(o->key, want.key) &&
-            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name && o->h2 == want.h2)
+            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name && o->h2 == want.h2 &&
+            o->session_reuse == want.session_reuse)
             return o;
     }
     struct upstream_tls *t = alloc(c, sizeof *t);
@@ -1849,6 +1881,14 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
         ps->pass_reported = true;
         return NULL;
     }
+    if (g->check && g->check->path && ps->pass_h2) {
+        if (!ps->pass_reported)
+            config_error(e, "%s: upstream %s is passed to over %s here, but its health_check at %s asks for a path "
+                         "over HTTP/1.1 (health_check = tcp checks any server)", ps->pass_from, g->name, scheme_name,
+                         g->check->from);
+        ps->pass_reported = true;
+        return NULL;
+    }
     wg->scheme = scheme;
     wg->scheme_name = scheme_name;
     wg->scheme_from = ps->pass_from;
@@ -1859,6 +1899,8 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
         ps->pass_reported = true;
         return NULL;
     }
+    if (tls && !wg->check_tls)
+        wg->check_tls = tls;
     struct proxy_conf *pc = alloc(c, sizeof *pc);
     pc->tls = tls;
     pc->group = g;

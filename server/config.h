@@ -107,6 +107,15 @@ struct upstream_server_conf {
     bool tls;                      /* reached by proxy_pass https:// */
 };
 enum upstream_balance { BALANCE_ROUND_ROBIN, BALANCE_LEAST_CONN };
+/* health_check in an upstream section: each server probed every interval, out after fails
+ * failures in a row, back after passes passes (upstream/health.c). */
+struct health_check {
+    const char *path;              /* GET this over HTTP/1.1, 2xx or 3xx passes; NULL: connect (and TLS) only */
+    const char *host;              /* the Host sent; NULL: the server's address */
+    double interval, timeout;
+    uint32_t fails, passes;
+    const char *from;
+};
 struct upstream_group {
     const char *name;              /* "" for a location's own address */
     const struct upstream_server_conf *servers;   /* nservers of config->upstream_servers */
@@ -116,6 +125,8 @@ struct upstream_group {
     uint8_t scheme;                /* 0 not yet passed to, 1 cleartext, 2 TLS */
     const char *scheme_name;       /* the scheme as the proxy_pass that chose it wrote it ("https://") */
     const char *scheme_from;       /* ... and where */
+    const struct health_check *check;   /* or NULL */
+    const struct upstream_tls *check_tls;   /* over TLS: the settings checks use (the first proxy_pass's) */
 };
 /* proxy_pass https:// or h2://: how the upstream's certificate is checked and what name is sent,
  * nginx's proxy_ssl_* keys.  One per distinct set of settings (shared by the locations
@@ -127,6 +138,7 @@ struct upstream_tls {
     const char *name;              /* proxy_ssl_name (default proxy_pass's host): verified, sent as SNI */
     bool verify, server_name;      /* proxy_ssl_verify, proxy_ssl_server_name: both on by default */
     bool h2;                       /* ALPN offers h2 only (proxy_pass h2://), else http/1.1 only */
+    bool session_reuse;            /* proxy_ssl_session_reuse (on): resume TLS sessions */
     void *ctx;                     /* SSL_CTX */
     struct upstream_tls *next;     /* config->upstream_tls */
 };
@@ -345,6 +357,8 @@ int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, 
                      struct upstream_server_conf *direct, char *uri, size_t uri_cap, bool *h2, char *why,
                      size_t whylen);
 int upstream_parse_server(const char *value, struct upstream_server_conf *s, char *why, size_t whylen);
+int upstream_parse_health_check(const char *value, struct health_check *h, char *path, char *host, size_t cap,
+                                char *why, size_t whylen);
 void upstream_server_defaults(struct upstream_server_conf *s);
 
 /* max_conns, with auto resolved against the open-file limit. */

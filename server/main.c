@@ -210,6 +210,7 @@ static int apply_config(struct config *next, enum apply_mode mode, struct config
     struct config *old = running;
     running = next;
     pending_gen = workers_publish(next);
+    upstream_health_use(next);
     config_unref(old);
     return 0;
 }
@@ -385,6 +386,7 @@ int main(int argc, char **argv)
             sc.size_specialized ? "on" : "off", running->nsites, running->nsites == 1 ? "" : "s",
             root->fd >= 0 ? root->path : "(the built-in page)");
     ev_run(main_loop, 0);
+    upstream_health_stop();
     workers_join();
     if (running->coro_paint) {
         struct coro_counters k;

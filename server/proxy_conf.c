@@ -187,6 +187,61 @@ int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, 
     return CONFIG_OK;
 }
 
+/* health_check = PATH|tcp [interval=T] [timeout=T] [fails=N] [passes=N] [host=NAME]: the
+ * defaults are nginx Plus's health_check's (5s, 1 and 1) with Caddy's 5s timeout.  The
+ * path and host are written to path and host (cap bytes each), which h points to. */
+int upstream_parse_health_check(const char *value, struct health_check *h, char *path, char *host, size_t cap,
+                                char *err, size_t errlen)
+{
+    static const char usage[] = "health_check: expected PATH or tcp, then [interval=T] [timeout=T] [fails=N] "
+                                "[passes=N] [host=NAME]";
+    char copy[512];
+    if (strlen(value) >= sizeof copy)
+        return fail(err, errlen, "health_check '%.100s...': too long%s", value, "");
+    snprintf(copy, sizeof copy, "%s", value);
+    *h = (struct health_check){ .interval = 5, .timeout = 5, .fails = 1, .passes = 1 };
+    char *save = NULL, *what = strtok_r(copy, " \t", &save);
+    if (!what || (strcmp(what, "tcp") && what[0] != '/'))
+        return fail(err, errlen, "%s%s", usage, "");
+    if (what[0] == '/') {
+        for (const char *c = what; *c; c++)
+            if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == '#')
+                return fail(err, errlen, "health_check: '%.100s' is not a path%s", what, "");
+        if (strlen(what) >= cap)
+            return fail(err, errlen, "health_check: the path '%.60s...' is too long%s", what, "");
+        snprintf(path, cap, "%s", what);
+        h->path = path;
+    }
+    for (char *opt; (opt = strtok_r(NULL, " \t", &save));) {
+        char *eq = strchr(opt, '=');
+        if (!eq)
+            return fail(err, errlen, "health_check: unknown option '%s' (interval, timeout, fails, passes, host)%s", opt, "");
+        *eq = 0;
+        const char *v = eq + 1;
+        int bad;
+        if (!strcmp(opt, "host")) {
+            bad = !*v || strlen(v) >= cap;
+            for (const char *c = v; *c && !bad; c++)
+                bad = (unsigned char)*c <= 0x20 || *c == 0x7f || *c == ',';
+            if (!bad) {
+                snprintf(host, cap, "%s", v);
+                h->host = host;
+            }
+        } else {
+            bad = !strcmp(opt, "fails")      ? count(v, 1000, &h->fails) || !h->fails
+                  : !strcmp(opt, "passes")   ? count(v, 1000, &h->passes) || !h->passes
+                  : !strcmp(opt, "interval") ? seconds(v, &h->interval) || h->interval < 0.1 || h->interval > 86400
+                  : !strcmp(opt, "timeout")  ? seconds(v, &h->timeout) || h->timeout < 0.01 || h->timeout > 3600
+                                             : 2;
+        }
+        if (bad == 2)
+            return fail(err, errlen, "health_check: unknown option '%s' (interval, timeout, fails, passes, host)%s", opt, "");
+        if (bad)
+            return fail(err, errlen, "health_check: bad value '%s' for %s", v, opt);
+    }
+    return CONFIG_OK;
+}
+
 /* server = ADDRESS [weight=N] [max_fails=N] [fail_timeout=T] [max_conns=N] [backup] */
 int upstream_parse_server(const char *value, struct upstream_server_conf *s, char *err, size_t errlen)
 {

@@ -479,9 +479,47 @@ static void tls_upstreams(void)
     CHECK(parse("upstream g {\nserver = 127.0.0.1:1\n}\nlocation /a/ {\nproxy_pass = h2c://g\n}\n"
                 "location /b/ {\nproxy_pass = h2://g\n}\n") == CONFIG_ERROR &&
           strstr(err, "test.conf:8: upstream g is passed to over h2:// here but over h2c:// at test.conf:5"));
+    /* proxy_ssl_session_reuse: on by default, inherited, and part of what makes a context. */
+    CHECKF(parse("proxy_ssl_session_reuse = off\nlocation /a/ {\nproxy_pass = https://127.0.0.1\n}\n"
+                 "location /b/ {\nproxy_pass = https://127.0.0.1\nproxy_ssl_session_reuse = on\n}\n") == CONFIG_OK, "%s", err);
+    a = loc_of(&c->sites[0], "/a/x")->proxy, b = loc_of(&c->sites[0], "/b/x")->proxy;
+    CHECK(!a->tls->session_reuse && b->tls->session_reuse && a->tls != b->tls);
+    CHECKF(parse("location / {\nproxy_pass = https://127.0.0.1\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(loc_of(&c->sites[0], "/x")->proxy->tls->session_reuse);
+    CHECK(parse("location / {\nproxy_pass = https://127.0.0.1\nproxy_ssl_session_reuse = maybe\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: proxy_ssl_session_reuse: 'maybe' is not on or off"));
     CHECK(parse("location / {\nproxy_pass = grpcs://127.0.0.1\n}\n") == CONFIG_ERROR &&
           strstr(err, "test.conf:2: proxy_pass 'grpcs://127.0.0.1': expected SCHEME://ADDRESS[/PATH]") &&
           strstr(err, "SCHEME http, https, h2c or h2"));
+}
+
+/* health_check: nginx Plus's defaults, every option, on the group; over TLS the first
+ * location's settings are the checks'. */
+static void health_checks(void)
+{
+    CHECKF(parse("upstream a {\nserver = 127.0.0.1:1\nhealth_check = /healthz\n}\n"
+                 "upstream b {\nserver = 127.0.0.1:2\nhealth_check = tcp interval=250ms timeout=1s fails=3 passes=2 "
+                 "host=app.test\n}\n"
+                 "upstream n {\nserver = 127.0.0.1:3\n}\n"
+                 "location /a/ {\nproxy_pass = https://a\nproxy_ssl_name = one.test\n}\n"
+                 "location /a2/ {\nproxy_pass = https://a\nproxy_ssl_name = two.test\n}\n"
+                 "location /b/ {\nproxy_pass = h2c://b\n}\n") == CONFIG_OK, "%s", err);
+    const struct upstream_group *a = loc_of(&c->sites[0], "/a/x")->proxy->group;
+    const struct upstream_group *b = loc_of(&c->sites[0], "/b/x")->proxy->group;
+    CHECK(a->check && !strcmp(a->check->path, "/healthz") && !a->check->host && a->check->interval == 5 &&
+          a->check->timeout == 5 && a->check->fails == 1 && a->check->passes == 1 && strstr(a->check->from, ":3"));
+    CHECK(a->check_tls && !strcmp(a->check_tls->name, "one.test"));
+    CHECK(b->check && !b->check->path && !strcmp(b->check->host, "app.test") && b->check->interval == 0.25 &&
+          b->check->timeout == 1 && b->check->fails == 3 && b->check->passes == 2 && !b->check_tls);
+    CHECK(!c->upstreams[2].check);
+    CHECK(parse("upstream a {\nserver = 127.0.0.1:1\nhealth_check = /a b\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: health_check: unknown option 'b'"));
+    CHECK(parse("upstream a {\nserver = 127.0.0.1:1\nhealth_check = /x host=a,b\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: health_check: bad value 'a,b' for host"));
+    CHECK(parse("upstream a {\nserver = 127.0.0.1:1\nhealth_check = /x interval=10ms\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: health_check: bad value '10ms' for interval"));
+    CHECK(parse("location / {\nhealth_check = /x\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: 'health_check' is not allowed in this location: it goes only in an upstream section"));
 }
 
 /* The built-in routes are locations: in every site at their paths, placed elsewhere by
@@ -703,6 +741,7 @@ int main(void)
     RUN(inheritance);
     RUN(reverse_proxy_locations);
     RUN(tls_upstreams);
+    RUN(health_checks);
     RUN(builtin_routes_are_locations);
     RUN(values_of_rules);
     RUN(certificates_pair);

@@ -239,6 +239,15 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
                 server_labels(labels, sizeof labels, &sv[i], "cause", causes[f]);
                 sample(b, "h2park_upstream_failures_total", labels, (double)u[i].failures[f]);
             }
+    family(b, "h2park_upstream_tls_handshakes_total", "counter",
+           "TLS handshakes with each upstream server reached over TLS: a session resumed, or a new one.");
+    for (int i = 0; i < n; i++)
+        if (sv[i].tls) {
+            server_labels(labels, sizeof labels, &sv[i], "session", "resumed");
+            sample(b, "h2park_upstream_tls_handshakes_total", labels, (double)u[i].resumed);
+            server_labels(labels, sizeof labels, &sv[i], "session", "new");
+            sample(b, "h2park_upstream_tls_handshakes_total", labels, (double)(u[i].handshakes - u[i].resumed));
+        }
     family(b, "h2park_upstream_connections", "gauge", "Connections to each upstream server: in use (active) and pooled (idle).");
     for (int i = 0; i < n; i++) {
         server_labels(labels, sizeof labels, &sv[i], "state", "active");
@@ -247,11 +256,24 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
         sample(b, "h2park_upstream_connections", labels, (double)u[i].idle);
     }
     family(b, "h2park_upstream_up", "gauge",
-           "1 if no worker leaves the upstream server out for its failures (passive health), else 0.");
+           "1 if neither its health checks nor any worker's count of its failures (passive health) leave the "
+           "upstream server out, else 0.");
     for (int i = 0; i < n; i++) {
         server_labels(labels, sizeof labels, &sv[i], NULL, NULL);
-        sample(b, "h2park_upstream_up", labels, u[i].down ? 0 : 1);
+        sample(b, "h2park_upstream_up", labels, u[i].down || u[i].checked_down ? 0 : 1);
     }
+    family(b, "h2park_upstream_health_checks_total", "counter",
+           "Active health checks of each upstream server of a group with health_check, by result.");
+    for (uint32_t g = 0; g < cfg->nupstreams; g++)
+        for (uint16_t s = 0; cfg->upstreams[g].check && s < cfg->upstreams[g].nservers; s++) {
+            uint16_t i = cfg->upstreams[g].servers[s].index;
+            if (i >= n)
+                continue;
+            server_labels(labels, sizeof labels, &sv[i], "result", "pass");
+            sample(b, "h2park_upstream_health_checks_total", labels, (double)u[i].checks[0]);
+            server_labels(labels, sizeof labels, &sv[i], "result", "fail");
+            sample(b, "h2park_upstream_health_checks_total", labels, (double)u[i].checks[1]);
+        }
 }
 
 static void metrics(struct request *r)

@@ -15,7 +15,14 @@
  * a pooled connection keeps its own alive across a reload, and the pool hands a
  * connection only to a request whose settings made it (upstream_take compares contexts).
  * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), so an
- * idle pooled TLS connection holds its SSL object and nothing more. */
+ * idle pooled TLS connection holds its SSL object and nothing more.
+ *
+ * Sessions are resumed (proxy_ssl_session_reuse, on by default as in nginx and Go): each
+ * worker keeps the last session each server gave (upstream.c), and a new connection to
+ * that server offers it - only under the very context that made it, since a resumed
+ * session's certificate is not verified again.  A TLS 1.3 ticket is offered once (RFC 8446
+ * C.4: a client should not reuse one; each connection brings new ones), a TLS 1.2
+ * session for as long as the server takes it. */
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -38,6 +45,14 @@ static const char *ssl_reason(char *buf, size_t cap)
 
 static void free_ctx(void *ctx) { SSL_CTX_free(ctx); }
 
+/* A session (or a TLS 1.3 ticket, which may come with any read) from the server of the
+ * connection the SSL's app data names. */
+static int on_new_session(SSL *ssl, SSL_SESSION *s)
+{
+    const struct upstream_conn *uc = SSL_get_app_data(ssl);
+    return uc ? upstream_session_keep(uc, s) : 0;
+}
+
 static SSL_CTX *client_ctx(const struct upstream_tls *t, struct config *c, struct config_errors *e)
 {
     char why[256];
@@ -51,7 +66,12 @@ static SSL_CTX *client_ctx(const struct upstream_tls *t, struct config *c, struc
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (t->session_reuse) {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+        SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+    } else {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    }
     /* One protocol offered, so the server cannot choose one the exchange does not speak. */
     if (t->h2)
         SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x02h2", 3);
@@ -97,19 +117,52 @@ static bool is_ip(const char *name)
     return inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1;
 }
 
-/* Why the handshake failed, in nginx's words where nginx has them. */
-static void log_failure(const struct upstream_server_conf *sc, const struct upstream_tls *t, SSL *ssl)
+const char *upstream_tls_failure(const struct upstream_tls *t, SSL *ssl, char *buf, size_t cap)
 {
     char why[256];
     long v = SSL_get_verify_result(ssl);
     if (t->verify && v != X509_V_OK)
-        log_msg(LOG_ERROR, "upstream %s: SSL certificate verify error: (%ld:%s) for %s", sc->text, v,
-                X509_verify_cert_error_string(v), t->name);
+        snprintf(buf, cap, "SSL certificate verify error: (%ld:%s) for %s", v, X509_verify_cert_error_string(v), t->name);
     else if (ERR_peek_error())
-        log_msg(LOG_ERROR, "upstream %s: SSL handshake failed: %s", sc->text, ssl_reason(why, sizeof why));
+        snprintf(buf, cap, "SSL handshake failed: %s", ssl_reason(why, sizeof why));
     else
-        log_msg(LOG_ERROR, "upstream %s: peer closed the connection in the SSL handshake", sc->text);
+        snprintf(buf, cap, "peer closed the connection in the SSL handshake");
     ERR_clear_error();
+    return buf;
+}
+
+/* Why the handshake failed, in nginx's words where nginx has them. */
+static void log_failure(const struct upstream_server_conf *sc, const struct upstream_tls *t, SSL *ssl)
+{
+    char why[400];
+    log_msg(LOG_ERROR, "upstream %s: %s", sc->text, upstream_tls_failure(t, ssl, why, sizeof why));
+}
+
+/* The name sent and checked: 0, or -1 (logged). */
+static int name_ssl(SSL *ssl, const struct upstream_server_conf *sc, const struct upstream_tls *t)
+{
+    SSL_set_connect_state(ssl);
+    bool ip = is_ip(t->name);
+    if (t->server_name && !ip)
+        SSL_set_tlsext_host_name(ssl, t->name);
+    if (t->verify) {
+        int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), t->name) : SSL_set1_host(ssl, t->name);
+        if (ok != 1) {
+            log_msg(LOG_ERROR, "upstream %s: cannot verify the name %s", sc->text, t->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+SSL *upstream_tls_client(const struct upstream_tls *t, const struct upstream_server_conf *sc, int fd)
+{
+    SSL *ssl = t->ctx ? SSL_new(t->ctx) : NULL;
+    if (!ssl || SSL_set_fd(ssl, fd) != 1 || name_ssl(ssl, sc, t)) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    return ssl;
 }
 
 /* HTTP/2 over TLS is only spoken once ALPN chose h2 (RFC 9113 3.2; Go's transport and
@@ -126,9 +179,10 @@ static int agreed_h2(const struct upstream_server_conf *sc, SSL *ssl)
     return -1;
 }
 
-int upstream_tls_handshake(struct request *r, struct transport *tr, const struct upstream_server_conf *sc,
+int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const struct upstream_server_conf *sc,
                            const struct upstream_tls *t, double deadline, enum upstream_failure *why)
 {
+    struct transport *tr = &uc->t;
     *why = UF_TLS;
     SSL *ssl = t->ctx ? SSL_new(t->ctx) : NULL;
     if (!ssl || tls_attach_socket(ssl, tr->fd)) {
@@ -137,16 +191,14 @@ int upstream_tls_handshake(struct request *r, struct transport *tr, const struct
         return -1;
     }
     tr->ssl = ssl;
-    SSL_set_connect_state(ssl);
-    bool ip = is_ip(t->name);
-    if (t->server_name && !ip)
-        SSL_set_tlsext_host_name(ssl, t->name);
-    if (t->verify) {
-        int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), t->name) : SSL_set1_host(ssl, t->name);
-        if (ok != 1) {
-            log_msg(LOG_ERROR, "upstream %s: cannot verify the name %s", sc->text, t->name);
-            return -1;
-        }
+    if (name_ssl(ssl, sc, t))
+        return -1;
+    if (t->session_reuse) {
+        SSL_set_app_data(ssl, uc);
+        SSL_SESSION *s = upstream_session_for(uc, t->ctx);
+        if (s)
+            SSL_set_session(ssl, s);    /* a server that refuses it makes a full handshake */
+        SSL_SESSION_free(s);
     }
     for (;;) {
         enum handshake h = transport_handshake(tr);

@@ -50,6 +50,8 @@ struct server_state {
     uint32_t fails;
     int32_t score;                 /* smooth weighted round robin */
     double fail_since, down_until;
+    SSL_SESSION *session;          /* the last one the server gave, to resume with */
+    SSL_CTX *session_ctx;          /* ... made under this context (a reference held) */
     struct upstream_stats n;
 };
 
@@ -67,7 +69,7 @@ static __thread struct upstreams *mine;
 
 static void set(uint64_t *c, uint64_t v) { __atomic_store_n(c, v, __ATOMIC_RELAXED); }
 
-static uint64_t fingerprint(const struct config *c)
+uint64_t upstream_fingerprint(const struct config *c)
 {
     uint64_t h = 1469598103934665603ull ^ (uint64_t)c->nupstream_servers;
     for (uint32_t i = 0; i < c->nupstream_servers; i++) {
@@ -79,6 +81,14 @@ static uint64_t fingerprint(const struct config *c)
         h = (h ^ (sc->tls ? 's' : '/')) * 1099511628211ull;
     }
     return h;
+}
+
+static void forget_session(struct server_state *st)
+{
+    SSL_SESSION_free(st->session);
+    SSL_CTX_free(st->session_ctx);
+    st->session = NULL;
+    st->session_ctx = NULL;
 }
 
 static void conn_close_now(struct upstream_conn *uc)
@@ -98,7 +108,7 @@ void upstream_configure(const struct config *c)
         if (!c->nupstream_servers || !(mine = sc_calloc(1, sizeof *mine)))
             return;
         mine->cfg = c;
-        mine->fingerprint = fingerprint(c);
+        mine->fingerprint = upstream_fingerprint(c);
         pthread_mutex_lock(&registry_lock);
         mine->next = registry;
         registry = mine;
@@ -106,7 +116,7 @@ void upstream_configure(const struct config *c)
         return;
     }
     mine->cfg = c;
-    uint64_t f = fingerprint(c);
+    uint64_t f = upstream_fingerprint(c);
     if (mine->fingerprint == f)
         return;
     for (int i = 0; i < MAX_UPSTREAM_TOTAL; i++) {
@@ -116,6 +126,7 @@ void upstream_configure(const struct config *c)
             s->idle = uc->next;
             conn_close_now(uc);
         }
+        forget_session(s);
         s->nidle = s->active = s->fails = 0;
         s->score = 0;
         s->fail_since = s->down_until = 0;
@@ -140,9 +151,10 @@ static bool current(const struct upstreams *u, const struct upstream_server_conf
 
 /* ---- choosing a server ---- */
 
-static bool usable(const struct server_state *st, const struct upstream_server_conf *sc, double now, bool *busy)
+static bool usable(const struct upstreams *u, const struct server_state *st, const struct upstream_server_conf *sc,
+                   double now, bool *busy)
 {
-    if (st->down_until > now)
+    if (st->down_until > now || upstream_health_down(u->fingerprint, sc->index))
         return false;
     if (sc->max_conns && st->active >= sc->max_conns) {
         *busy = true;
@@ -160,7 +172,7 @@ static int pick_among(struct upstreams *u, const struct upstream_group *g, doubl
         for (int i = 0; i < g->nservers; i++) {
             const struct upstream_server_conf *sc = &g->servers[i];
             const struct server_state *st = &u->s[sc->index];
-            if (sc->backup == backup && !(tried & 1u << i) && usable(st, sc, now, busy) &&
+            if (sc->backup == backup && !(tried & 1u << i) && usable(u, st, sc, now, busy) &&
                 (double)st->active / sc->weight < least)
                 least = (double)st->active / sc->weight;
         }
@@ -169,7 +181,7 @@ static int pick_among(struct upstreams *u, const struct upstream_group *g, doubl
     for (int i = 0; i < g->nservers; i++) {
         const struct upstream_server_conf *sc = &g->servers[i];
         struct server_state *st = &u->s[sc->index];
-        if (sc->backup != backup || (tried & 1u << i) || !usable(st, sc, now, busy))
+        if (sc->backup != backup || (tried & 1u << i) || !usable(u, st, sc, now, busy))
             continue;
         if (g->balance == BALANCE_LEAST_CONN && (double)st->active / sc->weight > least)
             continue;
@@ -330,22 +342,66 @@ struct upstream_conn *upstream_connect(struct request *r, const struct upstream_
         return NULL;
     }
     uc->t.fd = fd;
-    if (tls && upstream_tls_handshake(r, &uc->t, sc, tls, deadline, why)) {
+    uc->server = (uint8_t)sc->index;
+    uc->epoch = u->epoch;
+    if (!current(u, sc))
+        uc->epoch--;                /* closed when it is done, counted nowhere, keeps no session */
+    if (tls && upstream_tls_handshake(r, uc, sc, tls, deadline, why)) {
         conn_close_now(uc);
         return NULL;
     }
-    uc->server = (uint8_t)sc->index;
-    uc->epoch = u->epoch;
-    if (!current(u, sc)) {
-        uc->epoch--;                /* closed when it is done, counted nowhere */
+    /* The handshake waited: a reload may have changed the server list meanwhile. */
+    if (uc->epoch != u->epoch || !current(u, sc)) {
+        uc->epoch = u->epoch - 1;
         *why = UF_NONE;
         return uc;
     }
     struct server_state *st = &u->s[sc->index];
+    if (tls) {
+        counter_add(&st->n.handshakes, 1);
+        if (SSL_session_reused(uc->t.ssl))
+            counter_add(&st->n.resumed, 1);
+    }
     st->active++;
     set(&st->n.active, st->active);
     *why = UF_NONE;
     return uc;
+}
+
+/* ---- TLS sessions ---- */
+
+SSL_SESSION *upstream_session_for(const struct upstream_conn *uc, const SSL_CTX *ctx)
+{
+    struct upstreams *u = state();
+    if (!u || uc->epoch != u->epoch)
+        return NULL;
+    struct server_state *st = &u->s[uc->server];
+    if (!st->session || st->session_ctx != ctx || !SSL_SESSION_is_resumable(st->session))
+        return NULL;
+    SSL_SESSION *s = st->session;
+    if (SSL_SESSION_get_protocol_version(s) >= TLS1_3_VERSION) {
+        st->session = NULL;          /* a ticket is used once: the caller takes this reference */
+        SSL_CTX_free(st->session_ctx);
+        st->session_ctx = NULL;
+    } else if (!SSL_SESSION_up_ref(s)) {
+        return NULL;
+    }
+    return s;
+}
+
+int upstream_session_keep(const struct upstream_conn *uc, SSL_SESSION *s)
+{
+    struct upstreams *u = state();
+    if (!u || uc->epoch != u->epoch)
+        return 0;
+    struct server_state *st = &u->s[uc->server];
+    SSL_CTX *ctx = SSL_get_SSL_CTX(uc->t.ssl);
+    if (!SSL_CTX_up_ref(ctx))
+        return 0;
+    forget_session(st);
+    st->session = s;
+    st->session_ctx = ctx;
+    return 1;
 }
 
 void upstream_done(struct upstream_conn *uc, bool reusable, double now)
@@ -368,6 +424,11 @@ void upstream_done(struct upstream_conn *uc, bool reusable, double now)
     buf_free(&uc->t.out);
     uc->t.out_off = 0;
     h2up_idle(uc);
+    /* OpenSSL sets its read buffer up before the read that finds nothing, and
+     * SSL_MODE_RELEASE_BUFFERS gives it back only after one that found data: over TLS 1.3
+     * a pooled connection kept its 21 KiB until it was taken again. */
+    if (uc->t.ssl)
+        SSL_free_buffers(uc->t.ssl);
     uc->idle_since = now;
     uc->next = st->idle;           /* the most recently used is taken first: it is warm */
     st->idle = uc;
@@ -401,7 +462,7 @@ int upstream_stats_sum(const struct config *c, struct upstream_stats *out, int c
 {
     int n = (int)c->nupstream_servers < cap ? (int)c->nupstream_servers : cap;
     memset(out, 0, sizeof *out * (size_t)n);
-    uint64_t want = fingerprint(c);
+    uint64_t want = upstream_fingerprint(c);
     pthread_mutex_lock(&registry_lock);
     for (struct upstreams *u = registry; u; u = u->next) {
         if (__atomic_load_n(&u->fingerprint, __ATOMIC_RELAXED) != want)
@@ -414,5 +475,6 @@ int upstream_stats_sum(const struct config *c, struct upstream_stats *out, int c
         }
     }
     pthread_mutex_unlock(&registry_lock);
+    upstream_health_stats(want, out, n);
     return n;
 }

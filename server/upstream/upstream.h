@@ -75,17 +75,42 @@ void upstream_tick(double now);
  * worker with relaxed atomic stores, read by anyone. */
 struct upstream_stats {
     uint64_t requests, responses[5], failures[UF_COUNT];
+    uint64_t handshakes, resumed;  /* TLS handshakes, and how many of them resumed a session */
+    uint64_t checks[2], checked_down;   /* health checks passed, failed; 1 while they leave it out (health.c) */
     uint64_t active, idle, down;   /* gauges: connections in use, pooled; workers that mark it down */
 };
 /* Each of c's servers' figures, summed over the workers on c's server list, into out. */
 int upstream_stats_sum(const struct config *c, struct upstream_stats *out, int cap);
+/* What tells one server list from another (its servers' addresses, groups and schemes). */
+uint64_t upstream_fingerprint(const struct config *c);
 
-/* tls.c: the client contexts of c's proxy_pass https:// settings, made before c is
- * applied (every problem into e, with its line); and a handshake on tr's socket, by
+/* health.c: the active health checks, one thread for the process.  upstream_health_use
+ * gives it each configuration applied (it keeps a reference; no thread is started until
+ * one has a health_check), upstream_health_stop ends it.  upstream_health_down: whether
+ * the checks leave out the server at index of the server list of that fingerprint (any
+ * thread); upstream_health_stats fills checks and checked_down of out[0..n). */
+void upstream_health_use(struct config *c);
+void upstream_health_stop(void);
+bool upstream_health_down(uint64_t fingerprint, uint16_t index);
+void upstream_health_stats(uint64_t fingerprint, struct upstream_stats *out, int n);
+
+/* tls.c: the client contexts of c's proxy_pass https:// and h2:// settings, made before c
+ * is applied (every problem into e, with its line); and a handshake on uc's socket, by
  * deadline (req_now's clock): 0, or -1 with *why (the cause logged). */
 int upstream_tls_prepare(struct config *c, struct config_errors *e);
-int upstream_tls_handshake(struct request *r, struct transport *tr, const struct upstream_server_conf *sc,
+/* upstream.c: the TLS session kept for uc's server (one per server and worker), to
+ * resume with - a reference the caller frees: NULL if none, or if it was made with another
+ * context than ctx (other settings: another name or CA to verify, which a resumption
+ * would not check again).  upstream_session_keep stores a session the server gave on uc
+ * (1: kept). */
+SSL_SESSION *upstream_session_for(const struct upstream_conn *uc, const SSL_CTX *ctx);
+int upstream_session_keep(const struct upstream_conn *uc, SSL_SESSION *s);
+int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const struct upstream_server_conf *sc,
                            const struct upstream_tls *t, double deadline, enum upstream_failure *why);
+/* For the health checks: an SSL over fd (a plain socket BIO) naming and verifying as t
+ * says, its handshake the caller's (NULL: logged); and why a handshake failed, into buf. */
+SSL *upstream_tls_client(const struct upstream_tls *t, const struct upstream_server_conf *sc, int fd);
+const char *upstream_tls_failure(const struct upstream_tls *t, SSL *ssl, char *buf, size_t cap);
 
 /* h1client.c: an upstream's HTTP/1.1 response, parsed by llhttp in response mode.  The
  * parser stops after the head, after each piece of body (which stays in the caller's

@@ -1825,8 +1825,8 @@ static const struct upstream_tls *upstream_tls_for(struct config *c, const struc
     for (; *tail; tail = &(*tail)->next) {
         const struct upstream_tls *o = *tail;
         if (same_text(o->trusted, want.trusted) && same_text(o->cert, want.cert) && same_text(o->key, want.key) &&
-            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name && o->h2 == want.h2 &&
-            o->session_reuse == want.session_reuse)
+            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name &&
+            o->h2 == want.h2 && o->session_reuse == want.session_reuse)
             return o;
     }
     struct upstream_tls *t = alloc(c, sizeof *t);
@@ -1875,7 +1875,8 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
     const char *scheme_name = ps->pass_tls ? ps->pass_h2 ? "h2://" : "https://" : ps->pass_h2 ? "h2c://" : "http://";
     if (wg->scheme && wg->scheme != scheme) {
         if (!ps->pass_reported)
-            config_error(e, "%s: upstream %s is passed to over %s here but over %s at %s (TLS or not, one for each upstream)",
+            config_error(e,
+                         "%s: upstream %s is passed to over %s here but over %s at %s (TLS or not, one for each upstream)",
                          ps->pass_from, g->name[0] ? g->name : g->servers[0].text, scheme_name, g->scheme_name,
                          g->scheme_from);
         ps->pass_reported = true;

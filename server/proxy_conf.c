@@ -214,12 +214,13 @@ int upstream_parse_health_check(const char *value, struct health_check *h, char 
     }
     for (char *opt; (opt = strtok_r(NULL, " \t", &save));) {
         char *eq = strchr(opt, '=');
-        if (!eq)
-            return fail(err, errlen, "health_check: unknown option '%s' (interval, timeout, fails, passes, host)%s", opt, "");
-        *eq = 0;
-        const char *v = eq + 1;
+        if (eq)
+            *eq = 0;
+        const char *v = eq ? eq + 1 : "";
         int bad;
-        if (!strcmp(opt, "host")) {
+        if (!eq) {
+            bad = 2;
+        } else if (!strcmp(opt, "host")) {
             bad = !*v || strlen(v) >= cap;
             for (const char *c = v; *c && !bad; c++)
                 bad = (unsigned char)*c <= 0x20 || *c == 0x7f || *c == ',';

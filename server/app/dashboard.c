@@ -129,7 +129,8 @@ static void upstreams(struct buf *b, const struct config *cfg)
         int len = snprintf(text, sizeof text,
                            "%s{\"upstream\":\"%s\",\"server\":\"%s\",\"backup\":%s,\"up\":%s,\"active\":%llu,\"idle\":%llu,"
                            "\"requests\":%llu,\"responses\":[%llu,%llu,%llu,%llu,%llu],\"failures\":%llu}",
-                           i ? "," : "", sv->group, item, sv->backup ? "true" : "false", u[i].down || u[i].checked_down ? "false" : "true",
+                           i ? "," : "", sv->group, item, sv->backup ? "true" : "false",
+                           u[i].down || u[i].checked_down ? "false" : "true",
                            (unsigned long long)u[i].active, (unsigned long long)u[i].idle,
                            (unsigned long long)u[i].requests, (unsigned long long)u[i].responses[0],
                            (unsigned long long)u[i].responses[1], (unsigned long long)u[i].responses[2],

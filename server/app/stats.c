@@ -264,8 +264,10 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
     }
     family(b, "h2park_upstream_health_checks_total", "counter",
            "Active health checks of each upstream server of a group with health_check, by result.");
-    for (uint32_t g = 0; g < cfg->nupstreams; g++)
-        for (uint16_t s = 0; cfg->upstreams[g].check && s < cfg->upstreams[g].nservers; s++) {
+    for (uint32_t g = 0; g < cfg->nupstreams; g++) {
+        if (!cfg->upstreams[g].check)
+            continue;
+        for (uint16_t s = 0; s < cfg->upstreams[g].nservers; s++) {
             uint16_t i = cfg->upstreams[g].servers[s].index;
             if (i >= n)
                 continue;
@@ -274,6 +276,7 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
             server_labels(labels, sizeof labels, &sv[i], "result", "fail");
             sample(b, "h2park_upstream_health_checks_total", labels, (double)u[i].checks[1]);
         }
+    }
 }
 
 static void metrics(struct request *r)

@@ -164,12 +164,16 @@ config_error() {
 }
 
 # free_port: a port nothing listens on now, below the kernel's ephemeral range (so no
-# client socket of another test holds it), for configurations that name their own.
+# client socket of another test holds it), for configurations that name their own.  A
+# port once given is never given again in the same test: a test takes several ports
+# before its servers bind them, and two of its servers on one port (one of them failing
+# to bind, the test then speaking to the other) failed a CI run.
 free_port() {
   local p attempt
   for attempt in $(seq 1 100); do
     p=$(( 20000 + (RANDOM * 7 + $$ + attempt * 131) % 12000 ))
-    if ! ss -Htan "( sport = :$p )" | grep -q .; then echo "$p"; return 0; fi
+    grep -qx "$p" "$TMP/ports.given" 2>/dev/null && continue
+    if ! ss -Htan "( sport = :$p )" | grep -q .; then echo "$p" >> "$TMP/ports.given"; echo "$p"; return 0; fi
   done
   return 1
 }

@@ -38,7 +38,9 @@ def count(it, ctx):
     return str(sum(len(m) for m in it)).encode()
 
 def serve(port, cert=None, key=None):
-    s = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    # Without SO_REUSEPORT (grpcio's default sets it), so that a port another server holds
+    # is a failure here, never a port shared with it.
+    s = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[("grpc.so_reuseport", 0)])
     h = grpc.method_handlers_generic_handler("t.T", {
         "Echo": grpc.unary_unary_rpc_method_handler(echo, ident, ident),
         "Fail": grpc.unary_unary_rpc_method_handler(fail, ident, ident),
@@ -48,9 +50,11 @@ def serve(port, cert=None, key=None):
     s.add_generic_rpc_handlers((h,))
     if cert:
         creds = grpc.ssl_server_credentials([(open(key, "rb").read(), open(cert, "rb").read())])
-        s.add_secure_port("127.0.0.1:%d" % port, creds)
+        bound = s.add_secure_port("127.0.0.1:%d" % port, creds)
     else:
-        s.add_insecure_port("127.0.0.1:%d" % port)
+        bound = s.add_insecure_port("127.0.0.1:%d" % port)
+    if bound != port:
+        sys.exit("upstream_grpc: cannot listen on port %d" % port)
     s.start()
     s.wait_for_termination()
 

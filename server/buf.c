@@ -22,17 +22,6 @@ int buf_reserve(struct buf *b, size_t extra)
     return 0;
 }
 
-int buf_append(struct buf *b, const void *p, size_t n)
-{
-    if (!n)
-        return 0;           /* (and no arithmetic on a buffer not yet allocated) */
-    if (buf_reserve(b, n))
-        return -1;
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 0;
-}
-
 void buf_fit(struct buf *b)
 {
     if (!b->len) {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct buf {
     char *data;
@@ -44,7 +45,16 @@ static inline int u64_parse(const char *s, size_t n, uint64_t max, uint64_t *out
 }
 
 int buf_reserve(struct buf *b, size_t extra);
-int buf_append(struct buf *b, const void *p, size_t n);
+/* Inline: most appends fit, and are then a compare and a copy. */
+static inline int buf_append(struct buf *b, const void *p, size_t n)
+{
+    if (n > b->cap - b->len && buf_reserve(b, n))
+        return -1;
+    if (n)                      /* (no arithmetic on a buffer not yet allocated) */
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
 void buf_free(struct buf *b);
 /* Moves the contents into an object of their own size when that is a smaller one (for a
  * buffer done growing); the data may move.  Kept as it is if memory is short. */

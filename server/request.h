@@ -162,6 +162,12 @@ void req_sleep(struct request *r, double seconds);
  * request, so nothing touches the handler's stack meanwhile. */
 enum { REQ_READABLE = 1, REQ_WRITABLE = 2, REQ_BODY = 4 };
 int req_wait_fd(struct request *r, int fd, int events, double timeout);
+/* A buffer of the handler's own, in heap state that outlives its waits (never on its
+ * stack), which the runtime frees if it is empty when the handler parks: a short wait
+ * keeps it for the next read, a long one waits holding none.  One per request; NULL
+ * forgets it (before the buffer itself goes). */
+struct buf;
+void req_park_frees(struct request *r, struct buf *b);
 /* req_read_body without the wait: REQ_AGAIN if no body is there yet. */
 #define REQ_AGAIN (-2)
 ssize_t req_try_body(struct request *r, void *buf, size_t len);

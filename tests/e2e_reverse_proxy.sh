@@ -28,7 +28,7 @@ http {
   client_body_temp_path $TMP/nginx; proxy_temp_path $TMP/nginx; fastcgi_temp_path $TMP/nginx;
   uwsgi_temp_path $TMP/nginx; scgi_temp_path $TMP/nginx;
   server { listen 127.0.0.1:$NG; root $TMP/www; access_log $TMP/nginx/conn.log conn;
-    location = /fields { return 200 "host=\$http_host|xff=\$http_x_forwarded_for|xfp=\$http_x_forwarded_proto|xfh=\$http_x_forwarded_host|fwd=\$http_forwarded|via=\$http_via|cookie=\$http_cookie|conn=\$http_connection|ka=\$http_keep_alive|te=\$http_te|foo=\$http_foo|expect=\$http_expect|uri=\$request_uri|\n"; }
+    location = /fields { return 200 "host=\$http_host|xff=\$http_x_forwarded_for|xfp=\$http_x_forwarded_proto|xfh=\$http_x_forwarded_host|fwd=\$http_forwarded|via=\$http_via|cookie=\$http_cookie|conn=\$http_connection|ka=\$http_keep_alive|te=\$http_te|foo=\$http_foo|expect=\$http_expect|date=\$http_date|server=\$http_server|accept=\$http_sec_websocket_accept|ka2=\$http_x_keep|uri=\$request_uri|\n"; }
     location = /hop { add_header Connection "close, x-secret" always; add_header X-Secret hidden; add_header Keep-Alive "timeout=5"; return 200 "hop\n"; }
   } }
 EOF
@@ -65,6 +65,13 @@ check fields_forwarded_and_hop_by_hop_removed $r "$f"
 f=$(curl -sk --http2 -H 'cookie: a=1' -H 'cookie: b=2' "https://127.0.0.1:$T/fields")
 case "$f" in *"xfp=https|"*"via=2.0 h2park|cookie=a=1; b=2|"*) r=0 ;; *) r=1 ;; esac
 check h2_cookies_joined_proto_https $r "$f"
+# A request's Date, Server and Sec-WebSocket-Accept are end-to-end (only a response's
+# are the proxy's to replace); Connection's keep-alive names nothing that is passed on,
+# and the field it lists beside it is still dropped.
+f=$(curl -s -H 'Date: Tue, 01 Dec 2026 10:00:00 GMT' -H 'Server: client-side' -H 'Sec-WebSocket-Accept: x' \
+      -H 'Connection: Keep-Alive, X-Keep' -H 'X-Keep: dropped' "http://127.0.0.1:$P/fields")
+case "$f" in *"date=Tue, 01 Dec 2026 10:00:00 GMT|server=client-side|accept=x|ka2=|"*) r=0 ;; *) r=1 ;; esac
+check request_date_server_passed_connection_list_read $r "$f"
 # Every Connection field names hop-by-hop fields, not only the first (RFC 9110 7.6.1: a
 # field may be given several times, each a list).
 f=$(curl -s -H 'Connection: keep-alive' -H 'Connection: foo' -H 'Foo: dropped' "http://127.0.0.1:$P/fields")

@@ -3,7 +3,8 @@
  * placement of OpenSSL's record buffers (their payload half a page in, a realloc keeping
  * the contents, every placed buffer given back to the heap whole); fieldcopy.h's short
  * copies and word-wise lower-casing (every length to 70, every byte value at every
- * place), and path_decode's one-pass segment checks. */
+ * place), http1_syntax.h's word-wise value check and token table, and path_decode's
+ * one-pass segment checks. */
 #include <openssl/crypto.h>
 #include <stdint.h>
 
@@ -11,6 +12,7 @@
 #include "check.h"
 #include "copy.h"
 #include "fieldcopy.h"
+#include "http1_syntax.h"
 #include "mem.h"
 #include "scalloc.h"
 
@@ -119,6 +121,52 @@ static void field_copy_lower_lowers_ascii_letters_only(void)
             }
 }
 
+/* http1_syntax.h's value check, eight bytes at a time, against RFC 9110 5.5's rule byte by
+ * byte: every byte value at every place of every length to 40, trailing whitespace
+ * trimmed alike; and the name check's token table against RFC 9110 5.6.2's list. */
+static void http1_value_ok_is_the_byte_rule(void)
+{
+    char v[48];
+    for (size_t n = 0; n <= 40; n++)
+        for (size_t at = 0; at < (n ? n : 1); at++)
+            for (int b = 0; b < 256; b++) {
+                for (size_t i = 0; i < n; i++)
+                    v[i] = "text/html; q=0.9\t"[i % 17];
+                if (n)
+                    v[at] = (char)b;
+                size_t want_n = n;
+                while (want_n && (v[want_n - 1] == ' ' || v[want_n - 1] == '\t'))
+                    want_n--;
+                bool want = true;
+                for (size_t i = 0; i < want_n; i++) {
+                    unsigned char ch = (unsigned char)v[i];
+                    if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+                        want = false;
+                }
+                size_t got_n = n;
+                bool got = http1_value_ok(v, &got_n);
+                CHECKF(got == want && got_n == want_n, "len %zu, byte %d at %zu: %d/%zu, want %d/%zu", n, b, at, got,
+                       got_n, want, want_n);
+                if (!n)
+                    break;
+            }
+}
+
+static void http1_name_ok_takes_tokens_lowered(void)
+{
+    for (int b = 0; b < 256; b++) {
+        char name[3] = { 'a', (char)b, 'Z' };
+        bool token = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') ||
+                     (b && strchr("!#$%&'*+-.^_`|~", b));
+        bool ok = http1_name_ok(name, 3);
+        CHECKF(ok == token, "byte %d", b);
+        if (ok)
+            CHECKF(name[0] == 'a' && name[1] == (b >= 'A' && b <= 'Z' ? b + 32 : b) && name[2] == 'z', "byte %d", b);
+    }
+    char empty[1] = { 0 };
+    CHECK(!http1_name_ok(empty, 0));
+}
+
 static void path_decode_refuses_dot_segments_in_one_pass(void)
 {
     static const char *const bad[] = { "/.", "/..", "/a/..", "/a/../b", "/./a", "/a/.", "/%2e%2e/x", "/a%2f..%2fb", "//..//a",
@@ -156,6 +204,8 @@ int main(void)
     RUN(record_buffers_put_payload_half_a_page_in);
     RUN(field_copy_is_memcpy);
     RUN(field_copy_lower_lowers_ascii_letters_only);
+    RUN(http1_value_ok_is_the_byte_rule);
+    RUN(http1_name_ok_takes_tokens_lowered);
     RUN(path_decode_refuses_dot_segments_in_one_pass);
     CHECK_DONE();
 }

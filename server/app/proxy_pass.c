@@ -4,7 +4,8 @@
  * Every wait is a request-API call (req_wait_fd, req_read_body, req_write), so what a
  * waiting exchange holds is heap state - the exchange below, its upstream connection,
  * the request - and never a buffer on the handler's stack: a long poll waiting for its
- * upstream holds no read buffer either (it is freed whenever it empties).  Memory is
+ * upstream holds no read buffer either (an empty one is freed when the handler parks, so
+ * a response that comes within a tick reuses it).  Memory is
  * bounded per exchange: one read buffer of UPSTREAM_READ bytes, the request's output
  * (REQUEST_OUTPUT_MAX: req_write waits for the client, and so the upstream is read no
  * faster than the client takes it), and one piece of request body on its way up.
@@ -21,8 +22,9 @@
  *
  * WebSocket (RFC 6455) over HTTP/1.1: a client's Upgrade: websocket goes upstream with
  * Connection: upgrade, and the upstream's 101 makes the exchange a tunnel (tunnel()):
- * bytes both ways as they come, with the same bounds - one read buffer, freed whenever it
- * empties, and the request's output - so an idle tunnel waits holding no buffer.  Its
+ * bytes both ways as they come, with the same bounds - one read buffer, freed when it is
+ * empty as the handler parks, and the request's output - so an idle tunnel waits holding
+ * no buffer.  Its
  * silence both ways is bounded by proxy_read_timeout, as in nginx; the upstream
  * connection is never pooled afterwards.  Over HTTP/2 (RFC 8441) the client's extended
  * CONNECT goes upstream as that handshake, a GET with a Sec-WebSocket-Key of the proxy's
@@ -74,17 +76,39 @@ struct exchange {
     uint8_t send_failed;           /* the upstream stopped taking the request: why */
 };
 
-/* RFC 9110 7.6.1's hop-by-hop fields, and those Connection names (connection: the
- * values of every Connection field of the message, joined as one list). */
-static bool hop_by_hop(const char *name, const char *connection)
+/* What the proxy does with a field, by its name (lower case, nl bytes): found by length
+ * and one comparison, since every field of every request and response is asked.  RFC 9110
+ * 7.6.1's hop-by-hop fields (and HTTP2-Settings, h2c's own) are dropped both ways;
+ * Connection is dropped too, and the fields its values name (connection_names). */
+enum field_role {
+    FR_PASS, FR_HOP, FR_CONNECTION, FR_UPGRADE,
+    FR_HOST, FR_CONTENT_LENGTH, FR_EXPECT, FR_X_FORWARDED_PROTO, FR_X_FORWARDED_HOST, FR_WEBSOCKET_KEY,
+    FR_COOKIE, FR_X_FORWARDED_FOR, FR_FORWARDED, FR_VIA,
+    FR_DATE, FR_SERVER, FR_WEBSOCKET_ACCEPT,
+};
+
+#define NAMED(s) (nl == sizeof(s) - 1 && !memcmp(name, s, sizeof(s) - 1))
+static enum field_role field_role(const char *name, size_t nl)
 {
-    static const char *const fields[] = { "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding",
-                                          "upgrade", "http2-settings" };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (!strcmp(name, fields[i]))
-            return true;
-    return connection && http_list_has(connection, name);
+    switch (nl) {
+    case 2: return NAMED("te") ? FR_HOP : FR_PASS;
+    case 3: return NAMED("via") ? FR_VIA : FR_PASS;
+    case 4: return NAMED("host") ? FR_HOST : NAMED("date") ? FR_DATE : FR_PASS;
+    case 6: return NAMED("cookie") ? FR_COOKIE : NAMED("expect") ? FR_EXPECT : NAMED("server") ? FR_SERVER : FR_PASS;
+    case 7: return NAMED("upgrade") ? FR_UPGRADE : FR_PASS;
+    case 9: return NAMED("forwarded") ? FR_FORWARDED : FR_PASS;
+    case 10: return NAMED("connection") ? FR_CONNECTION : NAMED("keep-alive") ? FR_HOP : FR_PASS;
+    case 14: return NAMED("content-length") ? FR_CONTENT_LENGTH : NAMED("http2-settings") ? FR_HOP : FR_PASS;
+    case 15: return NAMED("x-forwarded-for") ? FR_X_FORWARDED_FOR : FR_PASS;
+    case 16: return NAMED("proxy-connection") ? FR_HOP : NAMED("x-forwarded-host") ? FR_X_FORWARDED_HOST : FR_PASS;
+    case 17:
+        return NAMED("transfer-encoding") ? FR_HOP : NAMED("x-forwarded-proto") ? FR_X_FORWARDED_PROTO
+               : NAMED("sec-websocket-key") ? FR_WEBSOCKET_KEY : FR_PASS;
+    case 20: return NAMED("sec-websocket-accept") ? FR_WEBSOCKET_ACCEPT : FR_PASS;
+    default: return FR_PASS;
+    }
 }
+#undef NAMED
 
 static bool idempotent(const char *m)
 {
@@ -93,10 +117,12 @@ static bool idempotent(const char *m)
 }
 
 static int put(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
-static int put_field(struct buf *b, const char *name, const char *value)
+#define PUT(b, literal) buf_append(b, literal, sizeof(literal) - 1)
+static int put_field_n(struct buf *b, const char *name, size_t nl, const char *value)
 {
-    return put(b, name) || put(b, ": ") || put(b, value) || put(b, "\r\n");
+    return buf_append(b, name, nl) || PUT(b, ": ") || put(b, value) || PUT(b, "\r\n");
 }
+#define put_field(b, literal, value) put_field_n(b, literal, sizeof(literal) - 1, value)
 
 /* The rest of a decoded path, escaped again for a request line: what is not a path
  * character (RFC 3986 3.3) goes as %XX, '%' among them. */
@@ -164,9 +190,48 @@ static bool websocket_accepts(const char *key, const char *accept)
  * any is added): a message may carry several such fields, and each names fields to drop. */
 static int add_connection(struct buf *list, const char *value)
 {
+    /* The usual "keep-alive" or "close" names no field that is passed on anyway. */
+    if (!strcasecmp(value, "keep-alive") || !strcasecmp(value, "close"))
+        return 0;
     if (list->len)
         list->len--;               /* the terminator */
     return join(list, value, ", ") || buf_append(list, "", 1);
+}
+
+/* s[0..n) at dst + at, as much as fits in cap: where it ends. */
+static size_t cat(char *dst, size_t at, size_t cap, const char *s, size_t n)
+{
+    if (n > cap - at)
+        n = cap - at;
+    memcpy(dst + at, s, n);
+    return at + n;
+}
+
+/* The values of the fields of role role among f[0..n), joined by sep, with last after
+ * them (if not NULL), as one field called name: the form a repeated field may take (RFC
+ * 9110 5.3), and for Cookie what RFC 9113 8.2.3 asks of an HTTP/2 client's. */
+struct request_field {
+    const char *name, *value;
+    uint32_t nl, vl;
+    enum field_role role;
+};
+
+static int put_joined(struct buf *head, const char *name, const struct request_field *f, size_t n,
+                      enum field_role role, const char *sep, const char *last, size_t last_len)
+{
+    bool any = false;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (f[i].role != role)
+            continue;
+        rc = (any ? put(head, sep) : put(head, name) || PUT(head, ": ")) || buf_append(head, f[i].value, f[i].vl);
+        any = true;
+    }
+    if (last && !rc) {
+        rc = (any ? put(head, sep) : put(head, name) || PUT(head, ": ")) || buf_append(head, last, last_len);
+        any = true;
+    }
+    return rc || (any && PUT(head, "\r\n"));
 }
 
 /* The request head for the upstream: the target with the location's path swapped for
@@ -179,67 +244,77 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
 {
     const struct location *loc = req_location(r);
     struct header h[FIELDS_MAX + 1];
+    struct request_field f[FIELDS_MAX];
     size_t n = req_headers(r, h, FIELDS_MAX + 1);
     if (n > FIELDS_MAX)
         return -2;                 /* more fields than are passed on: 431, none dropped */
     struct buf connection = { 0 };
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(h[i].name, "connection") && add_connection(&connection, h[i].value)) {
-            buf_free(&connection);
-            return -1;
-        }
     const char *target = req_target(r), *authority = req_authority(r);
+    size_t size = strlen(target) + strlen(pc->uri) + 512, al = strlen(authority);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        f[i].name = h[i].name;
+        f[i].value = h[i].value;
+        f[i].nl = (uint32_t)strlen(h[i].name);
+        f[i].vl = (uint32_t)strlen(h[i].value);
+        f[i].role = h[i].name[0] == ':' ? FR_HOP : field_role(h[i].name, f[i].nl);
+        if (f[i].role == FR_CONNECTION)
+            rc = add_connection(&connection, h[i].value);
+        size += f[i].nl + f[i].vl + 4;
+    }
+    /* The head in one allocation: everything below is within size but the rare escaped path. */
+    rc = rc || buf_reserve(head, size + 3 * al);
     bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
-    struct buf cookie = { 0 }, xff = { 0 }, fwd = { 0 }, via = { 0 };
-    int rc = put(head, ws_key[0] ? "GET" : req_method(r)) || put(head, " ");
+    rc = rc || put(head, ws_key[0] ? "GET" : req_method(r)) || PUT(head, " ");
     if (pc->uri[0])
         rc = rc || put_replaced_target(head, pc->uri, target, loc);
     else
         rc = rc || put(head, target);
-    rc = rc || put(head, " HTTP/1.1\r\n");
+    rc = rc || PUT(head, " HTTP/1.1\r\n");
     rc = rc || put_field(head, "Host", pc->host[0] ? pc->host : *authority ? authority : pc->group->servers[0].text);
     for (size_t i = 0; i < n && !rc; i++) {
-        const char *name = h[i].name, *value = h[i].value;
-        if (name[0] == ':' || hop_by_hop(name, connection.data) || !strcmp(name, "host") ||
-            !strcmp(name, "content-length") || !strcmp(name, "expect") || !strcmp(name, "x-forwarded-proto") ||
-            !strcmp(name, "x-forwarded-host") || (ws_key[0] && !strcmp(name, "sec-websocket-key")))
+        /* (Date, Server and the accept are the response's to drop; a request's go on.) */
+        if ((f[i].role == FR_WEBSOCKET_KEY && !ws_key[0]) || f[i].role == FR_DATE || f[i].role == FR_SERVER ||
+            f[i].role == FR_WEBSOCKET_ACCEPT)
+            f[i].role = FR_PASS;
+        if (f[i].role != FR_PASS || (connection.len && http_list_has(connection.data, f[i].name)))
             continue;
-        if (!strcmp(name, "cookie"))
-            rc = join(&cookie, value, "; ");
-        else if (!strcmp(name, "x-forwarded-for"))
-            rc = join(&xff, value, ", ");
-        else if (!strcmp(name, "forwarded"))
-            rc = join(&fwd, value, ", ");
-        else if (!strcmp(name, "via"))
-            rc = join(&via, value, ", ");
-        else
-            rc = put_field(head, name, value);
+        rc = buf_append(head, f[i].name, f[i].nl) || PUT(head, ": ") || buf_append(head, f[i].value, f[i].vl) ||
+             PUT(head, "\r\n");
     }
-    const char *client = req_peer_address(r);
-    char forwarded[700];
-    bool v6 = strchr(client, ':') != NULL;
-    /* RFC 7239: an IPv6 node in brackets, quoted; a host with a port quoted too. */
-    snprintf(forwarded, sizeof forwarded, "for=%s%s%s;proto=%s%s%.512s%s", v6 ? "\"[" : "", client, v6 ? "]\"" : "",
-             req_scheme(r), *authority ? ";host=\"" : "", authority, *authority ? "\"" : "");
-    rc = rc || join(&xff, client, ", ") || join(&fwd, forwarded, ", ") || join(&via, h2 ? "2.0 h2park" : "1.1 h2park", ", ");
-    rc = rc || buf_append(&cookie, "", 1) || buf_append(&xff, "", 1) || buf_append(&fwd, "", 1) || buf_append(&via, "", 1);
-    if (!rc && cookie.len > 1)
-        rc = put_field(head, "Cookie", cookie.data);
-    rc = rc || put_field(head, "X-Forwarded-For", xff.data) || put_field(head, "X-Forwarded-Proto", req_scheme(r)) ||
-         (*authority && put_field(head, "X-Forwarded-Host", authority)) || put_field(head, "Forwarded", fwd.data) ||
-         put_field(head, "Via", via.data);
     buf_free(&connection);
-    buf_free(&cookie);
-    buf_free(&xff);
-    buf_free(&fwd);
-    buf_free(&via);
+    /* RFC 7239: an IPv6 node in brackets, quoted; a host with a port quoted too. */
+    const char *client = req_peer_address(r), *scheme = req_scheme(r);
+    bool v6 = strchr(client, ':') != NULL;
+    char fw[700];
+    size_t fl = 0;
+    if (al > 512)
+        al = 512;
+    fl = cat(fw, fl, sizeof fw, "for=", 4);
+    if (v6)
+        fl = cat(fw, fl, sizeof fw, "\"[", 2);
+    fl = cat(fw, fl, sizeof fw, client, strlen(client));
+    if (v6)
+        fl = cat(fw, fl, sizeof fw, "]\"", 2);
+    fl = cat(fw, fl, sizeof fw, ";proto=", 7);
+    fl = cat(fw, fl, sizeof fw, scheme, strlen(scheme));
+    if (al) {
+        fl = cat(fw, fl, sizeof fw, ";host=\"", 7);
+        fl = cat(fw, fl, sizeof fw, authority, al);
+        fl = cat(fw, fl, sizeof fw, "\"", 1);
+    }
+    rc = rc || put_joined(head, "Cookie", f, n, FR_COOKIE, "; ", NULL, 0) ||
+         put_joined(head, "X-Forwarded-For", f, n, FR_X_FORWARDED_FOR, ", ", client, strlen(client)) ||
+         put_field(head, "X-Forwarded-Proto", scheme) || (*authority && put_field(head, "X-Forwarded-Host", authority)) ||
+         put_joined(head, "Forwarded", f, n, FR_FORWARDED, ", ", fw, fl) ||
+         put_joined(head, "Via", f, n, FR_VIA, ", ", h2 ? "2.0 h2park" : "1.1 h2park", 10);
     *chunked = false;
     int64_t length = req_content_length(r);
     if (upgrade) {
         /* no body: the bytes after the handshake are the tunnel's */
     } else if (length >= 0) {
         char text[24];
-        snprintf(text, sizeof text, "%lld", (long long)length);
+        text[u64_dec(text, (uint64_t)length)] = 0;
         rc = rc || put_field(head, "Content-Length", text);
     } else if (!req_body_empty(r)) {
         *chunked = true;
@@ -250,7 +325,7 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
              (ws_key[0] && put_field(head, "Sec-WebSocket-Key", ws_key));
     else if (!pc->group->servers[0].keepalive)
         rc = rc || put_field(head, "Connection", "close");
-    return rc || put(head, "\r\n");
+    return rc || PUT(head, "\r\n");
 }
 
 /* ---- the upstream's side ---- */
@@ -268,6 +343,10 @@ static int got_head(struct exchange *x, enum upstream_failure *why)
     }
     upstream_responded(x->sc, x->resp.status);
     int rs = respond(x);
+    if (!rs) {
+        buf_free(&x->resp.fields);   /* copied out: a long response keeps no head */
+        x->resp.field_start = 0;
+    }
     if (rs)
         *why = rs == -2 ? UF_INVALID : UF_NONE;
     return rs ? -1 : 0;
@@ -282,9 +361,12 @@ static int end_with_trailers(struct exchange *x, enum upstream_failure *why)
     struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
     for (size_t off = 0; off < b->len;) {
-        const char *name = b->data + off, *value = name + strlen(name) + 1;
+        const char *name = b->data + off;
+        size_t nl = strlen(name);
+        const char *value = name + nl + 1;
         off = (size_t)(value - b->data) + strlen(value) + 1;
-        if (hop_by_hop(name, NULL) || !strcmp(name, "content-length"))
+        enum field_role role = field_role(name, nl);
+        if (role == FR_HOP || role == FR_CONNECTION || role == FR_UPGRADE || role == FR_CONTENT_LENGTH)
             continue;
         if (n == REQ_RESPONSE_FIELDS_MAX) {
             x->resp.error = "upstream sent too many trailer fields";
@@ -330,10 +412,12 @@ static int pump(struct exchange *x, bool chunked, int *events, enum upstream_fai
 {
     struct request *r = x->r;
     struct transport *t = &x->uc->t;
+    bool sent = false;
     for (;;) {
         if (!x->send_failed && transport_pending(t)) {
             uint64_t moved;
             int f = transport_flush(t, &moved);
+            sent |= moved > 0;
             if (f < 0) {
                 /* What the upstream said before it stopped reading is still read. */
                 x->send_failed = errno == ECONNRESET ? UF_RESET : UF_SEND;
@@ -375,6 +459,9 @@ static int pump(struct exchange *x, bool chunked, int *events, enum upstream_fai
     }
     if (!x->body_open && !x->send_failed && !transport_pending(t))
         x->request_sent = true;
+    /* Just sent, with nothing read and waiting: the answer cannot be here yet (a read
+     * would say EAGAIN, a system call per request); readiness says when it is. */
+    bool try_read = !(sent && x->rx.len == 0 && !transport_holds_input(t));
     for (;;) {
         size_t used;
         int ev = h1resp_parse(&x->resp, x->rx.data + x->rx_off, x->rx.len - x->rx_off, &used);
@@ -399,13 +486,17 @@ static int pump(struct exchange *x, bool chunked, int *events, enum upstream_fai
         }
         if (x->rx_off == x->rx.len)
             x->rx.len = x->rx_off = 0;
+        if (!try_read)
+            break;
         if (buf_reserve(&x->rx, UPSTREAM_READ)) {
             *why = UF_INVALID;
             return -1;
         }
-        ssize_t n = transport_read(t, x->rx.data + x->rx.len, x->rx.cap - x->rx.len);
+        size_t room = x->rx.cap - x->rx.len;
+        ssize_t n = transport_read(t, x->rx.data + x->rx.len, room);
         if (n > 0) {
             x->rx.len += (size_t)n;
+            try_read = !transport_drained(t, n, room);   /* a short read took all there was */
             continue;
         }
         if (n < 0) {
@@ -419,8 +510,6 @@ static int pump(struct exchange *x, bool chunked, int *events, enum upstream_fai
         }
         break;                       /* nothing more now */
     }
-    if (x->rx.len == 0)
-        buf_free(&x->rx);            /* a long poll waits holding no buffer */
     bool pending = !x->send_failed && transport_pending(t);
     *events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (x->body_open && !pending ? REQ_BODY : 0);
     return 0;
@@ -459,14 +548,16 @@ static int respond(struct exchange *x)
     struct buf connection = { 0 };
     int rc = 0;
     for (size_t off = 0; off < p->fields.len && !rc;) {
-        const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
+        const char *name = p->fields.data + off;
+        size_t nl = strlen(name);
+        const char *value = name + nl + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
-        if (!strcmp(name, "connection"))
-            rc = add_connection(&connection, value);
-        else if (!strcmp(name, "upgrade"))
-            upgrade = value;
-        else if (!strcmp(name, "sec-websocket-accept"))
-            accept = value, accepts++;
+        switch (field_role(name, nl)) {
+        case FR_CONNECTION: rc = add_connection(&connection, value); break;
+        case FR_UPGRADE: upgrade = value; break;
+        case FR_WEBSOCKET_ACCEPT: accept = value, accepts++; break;
+        default: break;
+        }
     }
     /* The checks RFC 6455 4.1 gives the client, which over HTTP/2 never sees the 101: one
      * accept (11.3.3), the key's, and a switch to websocket itself. */
@@ -487,15 +578,25 @@ static int respond(struct exchange *x)
         return -2;
     }
     for (size_t off = 0; off < p->fields.len;) {
-        const char *name = p->fields.data + off, *value = name + strlen(name) + 1;
+        const char *name = p->fields.data + off;
+        size_t nl = strlen(name);
+        const char *value = name + nl + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
-        if (hop_by_hop(name, connection.data) || !strcmp(name, "content-length") || !strcmp(name, "date") ||
-            !strcmp(name, "server") || (x->ws_key[0] && !strcmp(name, "sec-websocket-accept")))
+        switch (field_role(name, nl)) {
+        case FR_HOP: case FR_CONNECTION: case FR_UPGRADE: case FR_CONTENT_LENGTH: case FR_DATE: case FR_SERVER:
             continue;
-        if (!strcmp(name, "via")) {
+        case FR_WEBSOCKET_ACCEPT:
+            if (x->ws_key[0])
+                continue;
+            break;
+        case FR_VIA:
             via = value;
             continue;
+        default:
+            break;
         }
+        if (connection.len && http_list_has(connection.data, name))
+            continue;
         /* Room kept for Via and Upgrade; a head with more is refused (502, as nginx's
          * "too big header"), never passed on with fields cut away. */
         if (n == REQ_RESPONSE_FIELDS_MAX - 2) {
@@ -511,7 +612,13 @@ static int respond(struct exchange *x)
         return -2;
     }
     char via_text[512];
-    snprintf(via_text, sizeof via_text, "%.480s%s%s h2park", via ? via : "", via ? ", " : "", x->h2 ? "2.0" : "1.1");
+    size_t vl = 0;
+    if (via) {
+        vl = cat(via_text, vl, 480, via, strlen(via));
+        vl = cat(via_text, vl, sizeof via_text, ", ", 2);
+    }
+    vl = cat(via_text, vl, sizeof via_text - 1, x->h2 ? "2.0 h2park" : "1.1 h2park", 10);
+    via_text[vl] = 0;
     h[n++] = (struct header){ "via", via_text };
     int64_t length = p->length >= 0 ? p->length : BODY_STREAM;
     if (p->status == 204 || p->status == 304 || (x->h2 && p->complete && p->length < 0))
@@ -574,6 +681,7 @@ static int tunnel(struct exchange *x, enum upstream_failure *why)
             if (!t->out.len)
                 buf_free(&t->out);
         }
+        x->rx.len = x->rx_off = 0;      /* all of it went to the client above */
         if (buf_reserve(&x->rx, UPSTREAM_READ)) {
             *why = UF_INVALID;
             return -1;
@@ -581,11 +689,9 @@ static int tunnel(struct exchange *x, enum upstream_failure *why)
         ssize_t n = transport_read(t, x->rx.data, x->rx.cap);
         if (n > 0) {
             x->rx.len = (size_t)n;
-            x->rx_off = 0;
             continue;
         }
-        buf_free(&x->rx);            /* an idle tunnel holds no buffer */
-        x->rx_off = 0;
+        /* (An empty buffer goes if the handler parks.) */
         if (n < 0) {
             if (!errno)
                 return 0;
@@ -604,7 +710,7 @@ static int tunnel(struct exchange *x, enum upstream_failure *why)
 
 /* One try on server x->sc: 0 answered (the response went to the client, whole or
  * cut short), -1 failed before any of it with *why, *retry whether another may be tried. */
-static int attempt(struct exchange *x, const struct buf *head, bool chunked, enum upstream_failure *why, bool *retry)
+static int attempt(struct exchange *x, struct buf *head, bool chunked, enum upstream_failure *why, bool *retry)
 {
     struct request *r = x->r;
     struct req_upstream *u = req_upstream(r);
@@ -636,6 +742,11 @@ static int attempt(struct exchange *x, const struct buf *head, bool chunked, enu
             *why = UF_SEND;
             goto failed;
         }
+    } else if (!x->uc->t.out.len) {
+        buf_free(&x->uc->t.out);
+        x->uc->t.out = *head;        /* the head goes as it is; a next try builds its own */
+        x->uc->t.out_off = 0;
+        *head = (struct buf){ 0 };
     } else if (buf_append(&x->uc->t.out, head->data, head->len)) {
         *why = UF_SEND;
         goto failed;
@@ -725,6 +836,7 @@ void proxy_pass_handle(struct request *r)
         return;
     }
     x->r = r;
+    req_park_frees(r, &x->rx);
     x->pc = pc;
     x->upgrade = upgrade;
     x->h2 = pc->h2;
@@ -746,10 +858,14 @@ void proxy_pass_handle(struct request *r)
         tried |= 1u << s;
         x->sc = &g->servers[s];
         if (u) {
-            snprintf(u->addr, sizeof u->addr, "%s", x->sc->text);
+            u->addr[cat(u->addr, 0, sizeof u->addr - 1, x->sc->text, strlen(x->sc->text))] = 0;
             u->tries++;
         }
         bool retry;
+        if (!head.len && build_head(r, pc, upgrade, x->ws_key, &head, &chunked)) {
+            reply_text(r, 500, "500 Internal Server Error\n");
+            break;
+        }
         if (attempt(x, &head, chunked, &why, &retry) == 0)
             break;
         if (why == UF_NONE) {
@@ -772,6 +888,7 @@ void proxy_pass_handle(struct request *r)
         log_msg(LOG_WARN, "%s: %s %s: upstream %s: %s; trying another", req_peer(r), req_method(r), req_target(r),
                 x->sc->text, why == UF_INVALID && x->resp.error ? x->resp.error : upstream_failure_text[why]);
     }
+    req_park_frees(r, NULL);
     h1resp_free(&x->resp);
     buf_free(&x->rx);
     buf_free(&head);

@@ -227,6 +227,7 @@ struct conn {
     bool runnable : 1;             /* the runtime has a handler ready: the serve loop runs it */
     bool nothing_to_write : 1;     /* the step's last round found the protocol with nothing to produce */
     bool tls_config_held : 1;      /* ssl's handshake holds its configuration (tls.c) */
+    bool input_drained : 1;        /* the last read found the socket empty, and no readiness came since */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;

@@ -124,13 +124,17 @@ static enum step step(struct conn *c)
     }
     char *chunk = c->w->rbuf;
     int reads = STEP_READS;
-    bool drained = false;
+    /* A step that a handler or a timer woke, not the socket, after the last read drained
+     * it: no read (it would only say EAGAIN, a system call per proxied request, whose
+     * upstream's answer wakes the step).  The watcher, level-triggered and watching for
+     * input whenever the protocol wants some, says when there is more. */
+    bool drained = c->input_drained && !transport_holds_input(&c->sock);
     for (int round = 1;; round++) {
         bool moved = false;
         while (reads > 0 && !drained && wants_input(c)) {
             ssize_t n = conn_read(c, chunk, sizeof c->w->rbuf);
             if (n == 0) {
-                drained = true;      /* not again this step: a large response's rounds each tried */
+                drained = c->input_drained = true;   /* not again this step: a large response's rounds each tried */
                 break;
             }
             reads--;
@@ -139,7 +143,7 @@ static enum step step(struct conn *c)
              * EAGAIN (a system call per request, with one request per wake-up).  Anything
              * arriving later shows as readiness. */
             if (transport_drained(&c->sock, n, sizeof c->w->rbuf))
-                drained = true;
+                drained = c->input_drained = true;
             /* len 0: the peer's end; the protocol decides what is left to do. */
             if (c->proto->feed(c, chunk, n > 0 ? (size_t)n : 0) < 0) {
                 conn_set_state(c, CONN_CLOSING);

@@ -104,10 +104,21 @@ struct h1_request {
     bool expect_continue, continue_sent;
 };
 
+/* A piece of the head where llhttp found it, in the bytes parse() gave it (so only until
+ * llhttp_execute returns: then spill() copies it into its buffer). */
+struct span {
+    const char *at;
+    uint32_t n;
+};
+
 struct h1_conn {
     llhttp_t parser;
     struct h1_request *cur;        /* being received or answered */
+    /* The field, value and target being read: in the input (span) while they lie in one
+     * piece of it - a whole head in one read, the usual case, is never copied but into
+     * the request - and in the buffer once a read ends inside one. */
     struct buf field, value, target;
+    struct span field_at, value_at, target_at;
     uint32_t head_bytes;           /* the head's, then its trailers' too */
     uint32_t trailer_fields;
     uint16_t head_flags;           /* llhttp's flags as the head left them */
@@ -260,33 +271,66 @@ static int on_message_begin(llhttp_t *p)
     h->head_bytes = h->trailer_fields = 0;
     h->version_seen = h->host_seen = h->te_seen = false;
     h->target.len = h->field.len = h->value.len = 0;
+    h->target_at.at = h->field_at.at = h->value_at.at = NULL;
     c->since = ev_now(c->w->loop);
     c->head_due = true;
     return 0;
 }
 
-static int add_span(llhttp_t *p, struct buf *b, const char *at, size_t n)
+/* A span still in the input goes into its buffer. */
+static int spill_one(struct buf *b, struct span *sp)
+{
+    int rc = sp->at ? buf_append(b, sp->at, sp->n) : 0;
+    sp->at = NULL;
+    return rc;
+}
+
+static int spill(struct h1_conn *h)
+{
+    return spill_one(&h->field, &h->field_at) | spill_one(&h->value, &h->value_at) |
+           spill_one(&h->target, &h->target_at);
+}
+
+/* What has come of one of the three, wherever it is (never in both places: a span is
+ * spilled before anything is added to its buffer). */
+static char *span_data(struct buf *b, const struct span *sp)
+{
+    /* llhttp's pointers are into the bytes parse() gave it, which are the connection's
+     * own (the worker's read buffer or conn->in), so they may be written (lower-cased). */
+    return sp->at ? (char *)sp->at : b->data;
+}
+static size_t span_len(const struct buf *b, const struct span *sp) { return sp->at ? sp->n : b->len; }
+
+static int add_span(llhttp_t *p, struct buf *b, struct span *sp, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
     h->head_bytes += (uint32_t)n;
     if (h->head_bytes > ((struct conn *)p->data)->w->cfg->max_header_list_size)
         return fail(p, 431);
-    return buf_append(b, at, n) ? fail(p, 503) : 0;
+    if (!b->len && (!sp->at || sp->at + sp->n == at)) {
+        if (!sp->at)
+            sp->at = at, sp->n = 0;
+        sp->n += (uint32_t)n;
+        return 0;
+    }
+    return spill_one(b, sp) || buf_append(b, at, n) ? fail(p, 503) : 0;
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
-    if (h->target.len + n > H1_TARGET_MAX) {
+    if (span_len(&h->target, &h->target_at) + n > H1_TARGET_MAX) {
+        spill_one(&h->target, &h->target_at);
         buf_append(&h->target, at, H1_TARGET_MAX - h->target.len);   /* what the log shows of it */
         return fail(p, 414);
     }
-    return add_span(p, &h->target, at, n);
+    return add_span(p, &h->target, &h->target_at, at, n);
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
-    return add_span(p, &H(p->data)->field, at, n);
+    struct h1_conn *h = H(p->data);
+    return add_span(p, &h->field, &h->field_at, at, n);
 }
 
 /* llhttp passes obs-fold through as a second span of the same value (the CRLF left
@@ -298,10 +342,11 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
     uint64_t pos = h->fed + (uint64_t)(at - h->exec_start);
-    if ((h->value.len && pos != h->vspan_end) || (!h->value.len && n && (at[0] == ' ' || at[0] == '\t')))
+    size_t had = span_len(&h->value, &h->value_at);
+    if ((had && pos != h->vspan_end) || (!had && n && (at[0] == ' ' || at[0] == '\t')))
         return fail(p, 400);
     h->vspan_end = pos + n;
-    return add_span(p, &h->value, at, n);
+    return add_span(p, &h->value, &h->value_at, at, n);
 }
 
 /* RFC 9112 section 2.3: HTTP/1.x with x above 1 is answered as HTTP/1.1 (llhttp, told to
@@ -321,11 +366,15 @@ static int on_header_value_complete(llhttp_t *p)
 {
     struct conn *c = p->data;
     struct h1_conn *h = H(c);
-    char *name = h->field.data, *value = h->value.data ? h->value.data : "";
-    size_t nl = h->field.len, vl = h->value.len;
+    char *name = span_data(&h->field, &h->field_at);
+    const char *value = span_data(&h->value, &h->value_at);
+    size_t nl = span_len(&h->field, &h->field_at), vl = span_len(&h->value, &h->value_at);
+    if (!value)
+        value = "";
     if (!http1_name_ok(name, nl) || !http1_value_ok(value, &vl))
         return fail(p, 400);       /* whitespace or worse in a field name, a control character in a value */
     h->field.len = h->value.len = 0;
+    h->field_at.at = h->value_at.at = NULL;
     /* Trailers (RFC 9110 section 6.5): checked like the head's fields and bounded - the
      * head and its trailers together within max_header_list_size (add_span), at most
      * H1_TRAILER_FIELDS of them - but never merged into the head (6.5.1) and never
@@ -419,7 +468,19 @@ static int on_headers_complete(llhttp_t *p)
         return fail(p, 400);       /* RFC 9112 6.1: HTTP/1.0 framing is faulty with it; closes */
     size_t auth_off = 0, auth_len = 0, path_off = 0;
     int target_host = 0;
-    int absolute = h->target.len ? absolute_form(&h->target, &auth_off, &auth_len, &path_off, &target_host) : -1;
+    /* Origin-form is read where it lies; only another form may need its buffer changed. */
+    const char *target = span_data(&h->target, &h->target_at);
+    size_t target_len = span_len(&h->target, &h->target_at);
+    int absolute = -1;
+    if (target_len && target[0] == '/') {
+        absolute = 0;
+    } else if (target_len) {
+        if (spill_one(&h->target, &h->target_at))
+            return fail(p, 503);
+        absolute = absolute_form(&h->target, &auth_off, &auth_len, &path_off, &target_host);
+        target = h->target.data;
+        target_len = h->target.len;
+    }
     if (absolute < 0)
         return fail(p, 400);
     /* Host is checked (RFC 9112 3.2: 400 for an invalid one) even where the target names
@@ -430,20 +491,20 @@ static int on_headers_complete(llhttp_t *p)
         return fail(p, 400);
     r->r.host_len = (uint8_t)(absolute ? target_host : host_field_len);
     r->r.host_checked = true;
-    bool asterisk = h->target.len == 1 && h->target.data[0] == '*';
-    if (!absolute && h->target.data[0] != '/' && !(asterisk && p->method == HTTP_OPTIONS))
+    bool asterisk = target_len == 1 && target[0] == '*';
+    if (!absolute && target[0] != '/' && !(asterisk && p->method == HTTP_OPTIONS))
         return fail(p, 400);       /* origin-form, absolute-form or OPTIONS * only (3.2) */
     /* The authority: an absolute-form target's, which Host then only has to be present
      * and valid for (3.2.2); else Host's, copied first - adding fields may move the
      * buffer it points into. */
-    const char *host = absolute ? h->target.data + auth_off : host_field;
+    const char *host = absolute ? target + auth_off : host_field;
     size_t host_len = absolute ? auth_len : host ? strlen(host) : 0;
     char host_copy[1024];
     if (host_len >= sizeof host_copy)
         return fail(p, 400);
     memcpy(host_copy, host ? host : "", host_len);
     if (!request_add_header(&r->r, ":method", 7, method, strlen(method)) ||
-        !request_add_header(&r->r, ":path", 5, h->target.data + path_off, h->target.len - path_off) ||
+        !request_add_header(&r->r, ":path", 5, target + path_off, target_len - path_off) ||
         !request_add_header(&r->r, ":authority", 10, host_copy, host_len))
         return fail(p, 431);
     bool has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
@@ -468,6 +529,7 @@ static int on_headers_complete(llhttp_t *p)
     buf_free(&h->field);
     buf_free(&h->value);
     buf_free(&h->target);
+    h->field_at.at = h->value_at.at = h->target_at.at = NULL;
     if (!has_body)
         r->r.body_eof = true;
     if (request_start(&r->r))
@@ -493,6 +555,7 @@ static int on_message_complete(llhttp_t *p)
         buf_free(&h->field);
         buf_free(&h->value);
     }
+    h->field_at.at = h->value_at.at = NULL;
     if (h->phase == H1_DISCARD) {
         h->phase = H1_IDLE;        /* answered already: on to the next request */
         return 0;
@@ -603,6 +666,11 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
             break;
         h->exec_start = p;
         llhttp_errno_t err = llhttp_execute(&h->parser, p, give);
+        if (spill(h) && err == HPE_OK) {
+            error_response(c, 503);      /* no memory to keep the head's piece that came */
+            *used += n;
+            return 0;
+        }
         size_t took = err == HPE_OK ? give : (size_t)(llhttp_get_error_pos(&h->parser) - p);
         h->fed += took;
         *used += took;

@@ -864,6 +864,8 @@ void request_shrink(struct request *r)
     }
     if (r->body.len == r->body_off)
         buf_free(&r->body), r->body_off = 0;
+    if (r->extra && r->extra->park_frees && !r->extra->park_frees->len)
+        buf_free(r->extra->park_frees);
 }
 
 /* ---- deadlines and sleeping ---- */
@@ -1122,6 +1124,13 @@ static struct request_extra *extra(struct request *r)
         r->extra->fd_wait.data = r;
     }
     return r->extra;
+}
+
+void req_park_frees(struct request *r, struct buf *b)
+{
+    struct request_extra *e = b || r->extra ? extra(r) : NULL;
+    if (e)
+        e->park_frees = b;
 }
 
 struct req_upstream *req_upstream(struct request *r)

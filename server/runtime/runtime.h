@@ -136,6 +136,7 @@ struct request_extra {
     bool has_upstream;
     struct req_upstream upstream;
     struct buf trailers;                  /* req_end_with_trailers: name\0value\0 pairs, names lower case */
+    struct buf *park_frees;               /* req_park_frees: the handler's buffer, or NULL */
 };
 
 /* The response's trailer fields, for the front end once the body has ended: *off starts

@@ -38,23 +38,39 @@ static int refuse(llhttp_t *p, const char *why)
 static int on_message_begin(llhttp_t *p)
 {
     struct h1_response *r = P(p);
-    r->fields.len = r->name.len = r->value.len = 0;
+    r->fields.len = r->field_start = 0;
+    r->in_value = false;
     r->nfields = r->head_bytes = 0;
     r->length = -1;
     r->chunked = false;
     return 0;
 }
 
-static int add_span(llhttp_t *p, struct buf *b, const char *at, size_t n)
+/* A field's bytes go straight into fields, where it is checked once complete: its name,
+ * a NUL, its value (in_value: past the name's NUL). */
+static int add_span(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_response *r = P(p);
     r->head_bytes += (uint32_t)n;
     if (r->head_bytes > r->head_max)
         return refuse(p, "upstream sent too big a header");
-    return buf_append(b, at, n) ? refuse(p, "no memory for the upstream's header") : 0;
+    /* One allocation for a whole head of the usual size rather than a growth per field. */
+    if (!r->fields.cap && buf_reserve(&r->fields, 1024))
+        return refuse(p, "no memory for the upstream's header");
+    return buf_append(&r->fields, at, n) ? refuse(p, "no memory for the upstream's header") : 0;
 }
 
-static int on_header_field(llhttp_t *p, const char *at, size_t n) { return add_span(p, &P(p)->name, at, n); }
+static int end_name(llhttp_t *p)
+{
+    struct h1_response *r = P(p);
+    if (r->in_value)
+        return 0;
+    r->in_value = true;
+    r->name_end = (uint32_t)r->fields.len;
+    return buf_append(&r->fields, "", 1) ? refuse(p, "no memory for the upstream's header") : 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n) { return add_span(p, at, n); }
 
 /* A value in two spans that do not join is obs-fold (llhttp drops the CRLF between).
  * Whether they join is judged by their places in the upstream's byte stream, not in
@@ -65,18 +81,20 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_response *r = P(p);
     uint64_t pos = r->fed + (uint64_t)(at - r->exec_start);
-    if ((r->value.len && pos != r->vspan_end) || (!r->value.len && n && (at[0] == ' ' || at[0] == '\t')))
+    bool started = r->in_value && r->fields.len > r->name_end + 1;
+    if ((started && pos != r->vspan_end) || (!started && n && (at[0] == ' ' || at[0] == '\t')))
         return refuse(p, "upstream sent a folded header line");
     r->vspan_end = pos + n;
-    return add_span(p, &r->value, at, n);
+    return end_name(p) || add_span(p, at, n);
 }
 
 static int on_header_value_complete(llhttp_t *p)
 {
     struct h1_response *r = P(p);
-    char *name = r->name.data;
-    const char *value = r->value.data ? r->value.data : "";
-    size_t nl = r->name.len, vl = r->value.len;
+    if (end_name(p))
+        return -1;
+    char *name = r->fields.data + r->field_start, *value = r->fields.data + r->name_end + 1;
+    size_t nl = r->name_end - r->field_start, vl = r->fields.len - (r->name_end + 1);
     if (!http1_name_ok(name, nl))
         return refuse(p, "upstream sent an invalid header name");
     if (!http1_value_ok(value, &vl))
@@ -91,16 +109,12 @@ static int on_header_value_complete(llhttp_t *p)
             return refuse(p, "upstream sent a transfer coding other than chunked");
         r->chunked = true;
     }
-    if (buf_reserve(&r->fields, nl + vl + 2))
+    r->fields.len = r->name_end + 1 + vl;
+    if (buf_append(&r->fields, "", 1))
         return refuse(p, "no memory for the upstream's header");
-    char *dst = r->fields.data + r->fields.len;
-    memcpy(dst, name, nl);
-    dst[nl] = 0;
-    memcpy(dst + nl + 1, value, vl);
-    dst[nl + 1 + vl] = 0;
-    r->fields.len += nl + vl + 2;
+    r->field_start = (uint32_t)r->fields.len;
+    r->in_value = false;
     r->nfields++;
-    r->name.len = r->value.len = 0;
     return 0;
 }
 
@@ -117,8 +131,6 @@ static int on_headers_complete(llhttp_t *p)
     if (r->status < 100 || r->status > 599)
         return refuse(p, "upstream sent an invalid status code");
     if (r->status == 101 && r->upgrade_asked) {
-        buf_free(&r->name);
-        buf_free(&r->value);
         r->head_done = r->upgraded = true;
         r->event = H1RESP_HEAD;
         return 2;                  /* llhttp ends the message and stops after the head */
@@ -130,8 +142,6 @@ static int on_headers_complete(llhttp_t *p)
         return 1;                  /* a 1xx has no body (RFC 9110 15.2), whatever it says */
     }
     r->length = (p->flags & F_CONTENT_LENGTH) ? (int64_t)p->content_length : -1;
-    buf_free(&r->name);
-    buf_free(&r->value);
     r->head_done = true;
     r->event = H1RESP_HEAD;
     /* The head announces a body that does not come; a 204 or 304 has none either (RFC
@@ -249,9 +259,4 @@ int h1resp_eof(struct h1_response *p)
     return H1RESP_ERROR;
 }
 
-void h1resp_free(struct h1_response *p)
-{
-    buf_free(&p->fields);
-    buf_free(&p->name);
-    buf_free(&p->value);
-}
+void h1resp_free(struct h1_response *p) { buf_free(&p->fields); }

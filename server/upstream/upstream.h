@@ -119,8 +119,8 @@ const char *upstream_tls_failure(const struct upstream_tls *t, SSL *ssl, char *b
 enum { H1RESP_MORE, H1RESP_HEAD, H1RESP_BODY, H1RESP_END, H1RESP_ERROR };
 struct h1_response {
     llhttp_t parser;
-    struct buf fields;             /* the head's fields: lower-case name\0value\0 pairs */
-    struct buf name, value;        /* the field being read */
+    struct buf fields;             /* the head's fields: lower-case name\0value\0 pairs, and the one being read */
+    uint32_t field_start, name_end;   /* where in fields that one begins, and its name's NUL */
     uint32_t nfields, head_bytes, head_max;
     int status;
     int64_t length;                /* Content-Length, or -1 */
@@ -131,7 +131,7 @@ struct h1_response {
     uint64_t vspan_end;            /* where in that stream the last value span ended */
     const char *error;             /* why the response is refused */
     char error_text[128];          /* ... when llhttp said it */
-    bool head_request, head_done, complete, chunked, keep_alive, informational;
+    bool head_request, head_done, complete, chunked, keep_alive, informational, in_value;
     bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
     uint8_t event;                 /* what the last callback found */
 };

@@ -2,12 +2,50 @@
  * whose sizes come from the input itself.  Whatever the bytes, the parser takes no more
  * than it is given, reports the head once and before any body, never reports body past
  * a Content-Length it announced, ends at most once, and an error stays an error.  With an
- * upgrade asked, a 101 is a head and its end, with no body: what follows is not parsed. */
+ * upgrade asked, a 101 is a head and its end, with no body: what follows is not parsed.
+ * The head's fields are nfields name\0value\0 pairs, names non-empty lower-case tokens,
+ * values without control characters (but tab) and without trailing whitespace. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "upstream/upstream.h"
+
+static bool token_lower(int ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static void check_fields(const struct h1_response *p)
+{
+    if (!p->fields.data) {
+        if (p->nfields)
+            abort();
+        return;
+    }
+    const char *b = p->fields.data, *end = b + p->fields.len;
+    uint32_t n = 0;
+    while (b < end) {
+        const char *name = b, *nul = memchr(name, 0, (size_t)(end - name));
+        if (!nul || nul == name)
+            abort();
+        for (const char *c = name; c < nul; c++)
+            if (!token_lower((unsigned char)*c))
+                abort();
+        const char *value = nul + 1, *vend = value < end ? memchr(value, 0, (size_t)(end - value)) : NULL;
+        if (!vend)
+            abort();
+        for (const char *c = value; c < vend; c++)
+            if (((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f)
+                abort();
+        if (vend > value && (vend[-1] == ' ' || vend[-1] == '\t'))
+            abort();
+        b = vend + 1;
+        n++;
+    }
+    if (n != p->nfields)
+        abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -33,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (head)
                 abort();
             head = true;
+            check_fields(&p);
             break;
         case H1RESP_BODY:
             if (!head || head_request || p.upgraded || p.body_len == 0 || p.body < (const char *)data ||

@@ -162,6 +162,14 @@ void req_sleep(struct request *r, double seconds);
  * request, so nothing touches the handler's stack meanwhile. */
 enum { REQ_READABLE = 1, REQ_WRITABLE = 2, REQ_BODY = 4 };
 int req_wait_fd(struct request *r, int fd, int events, double timeout);
+/* req_wait_fd on a watcher of the caller's (libev's: the one place this API names the
+ * event loop), set up once for its descriptor (ev_io_init) and kept, between waits, in
+ * heap state that outlives them: the loop is told of the descriptor once, not at each
+ * wait, and a caller that watches the descriptor itself between waits (a pooled
+ * upstream connection) hands the watcher over without telling the kernel anything.  Its
+ * callback and data are the runtime's during the wait and the caller's again after. */
+struct ev_io;
+int req_wait_io(struct request *r, struct ev_io *w, int events, double timeout);
 /* A buffer of the handler's own, in heap state that outlives its waits (never on its
  * stack), which the runtime frees if it is empty when the handler parks: a short wait
  * keeps it for the next read, a long one waits holding none.  One per request; NULL

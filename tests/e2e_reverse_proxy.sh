@@ -17,7 +17,7 @@ chmod a+x "$TMP"; chmod -R a+rX "$TMP/www"
 head -c $((3 << 20)) /dev/urandom > "$TMP/www/three.bin"; chmod a+r "$TMP/www/three.bin"
 head -c $((10 << 20)) /dev/urandom > "$TMP/post.bin"
 
-NG=$(free_port); AIO=$(free_port); FAULT=$(free_port); DEAD=$(free_port)
+NG=$(free_port); AIO=$(free_port); FAULT=$(free_port); DEAD=$(free_port); NGKA=$(free_port)
 mkdir -p "$TMP/nginx"; chmod a+rwx "$TMP/nginx"
 cat > "$TMP/nginx/nginx.conf" <<EOF
 worker_processes 1; daemon off; pid $TMP/nginx/nginx.pid; error_log $TMP/nginx/error.log;
@@ -30,7 +30,9 @@ http {
   server { listen 127.0.0.1:$NG; root $TMP/www; access_log $TMP/nginx/conn.log conn;
     location = /fields { return 200 "host=\$http_host|xff=\$http_x_forwarded_for|xfp=\$http_x_forwarded_proto|xfh=\$http_x_forwarded_host|fwd=\$http_forwarded|via=\$http_via|cookie=\$http_cookie|conn=\$http_connection|ka=\$http_keep_alive|te=\$http_te|foo=\$http_foo|expect=\$http_expect|date=\$http_date|server=\$http_server|accept=\$http_sec_websocket_accept|ka2=\$http_x_keep|uri=\$request_uri|\n"; }
     location = /hop { add_header Connection "close, x-secret" always; add_header X-Secret hidden; add_header Keep-Alive "timeout=5"; return 200 "hop\n"; }
-  } }
+  }
+  server { listen 127.0.0.1:$NGKA; root $TMP/www; keepalive_timeout 1s; }
+}
 EOF
 nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" 2>/dev/null & NGPID=$!; PIDS="$PIDS $NGPID"
 # nginx's master stops its worker on TERM; lib.sh's kill -9 would leave the worker holding
@@ -113,6 +115,20 @@ if [ -n "$CHROMIUM" ]; then
 else
   echo "ok dashboard_upstream_table_in_chromium # SKIP chromium is not installed (apt-get install chromium)"
 fi
+stop_daemon
+# An upstream that closes its idle keep-alive connections after a second: the pooled
+# connections are closed as it closes them (none left half-closed in the pool, none in
+# CLOSE-WAIT), and the requests after them go on fresh ones - a POST among them.
+proxy_to ka "127.0.0.1:$NGKA"
+h2load -n 400 -c 20 -m 1 --h1 "http://127.0.0.1:$P/index.html" > "$TMP/h2load.out" 2>&1
+pooled_ka() { curl -s "http://127.0.0.1:$P/metrics" | sed -n "s/^h2park_upstream_connections{upstream=\"\",server=\"127.0.0.1:$NGKA\",state=\"idle\"} //p"; }
+before=$(pooled_ka)
+sleep 2.5
+after=$(pooled_ka)
+waiting=$(ss -Htan state close-wait "( dport = :$NGKA )" | wc -l)
+c1=$(code "$P" /index.html); c2=$(curl -s -o /dev/null -w '%{http_code}' -d x=1 "http://127.0.0.1:$P/index.html")
+[ "${before:-0}" -ge 10 ] && [ "$after" = 0 ] && [ "$waiting" = 0 ] && [ "$c1" = 200 ] && [ "$c2" = 405 ]
+check pooled_connection_closed_with_the_server $? "pooled $before, after the server's 1 s: $after; $waiting in CLOSE-WAIT; then GET $c1, POST $c2"
 stop_daemon
 
 # A server is named as the configuration spelled it: a unix socket's path with a quote and a

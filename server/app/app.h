@@ -16,6 +16,8 @@
 #include "buf.h"
 #include "request.h"
 
+struct ev_loop;
+
 enum { M_GET = 1, M_HEAD = 2, M_POST = 4 };
 struct worker_counters;
 
@@ -36,7 +38,7 @@ void app_register_routes(void);
 void app_handle(struct request *r);
 void app_init(void);
 /* On every worker after it took a new configuration. */
-void app_configure(const struct config *c);
+void app_configure(const struct config *c, struct ev_loop *loop);
 /* Once a second on every worker, with that worker's counters. */
 void app_tick(int worker, double now, const struct worker_counters *n);
 

@@ -1,7 +1,7 @@
 /* The reverse proxy (proxy_pass): a request handler that passes its request to an
  * upstream server over HTTP/1.1 and its response back, streaming both ways.
  *
- * Every wait is a request-API call (req_wait_fd, req_read_body, req_write), so what a
+ * Every wait is a request-API call (req_wait_io, req_read_body, req_write), so what a
  * waiting exchange holds is heap state - the exchange below, its upstream connection,
  * the request - and never a buffer on the handler's stack: a long poll waiting for its
  * upstream holds no read buffer either (an empty one is freed when the handler parks, so
@@ -700,7 +700,7 @@ static int tunnel(struct exchange *x, enum upstream_failure *why)
         }
         bool pending = transport_pending(t);
         int events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (client_open && !pending ? REQ_BODY : 0);
-        int w = req_wait_fd(r, t->fd, events, pending ? x->pc->send_timeout : x->pc->read_timeout);
+        int w = req_wait_io(r, &x->uc->watch, events, pending ? x->pc->send_timeout : x->pc->read_timeout);
         if (w <= 0) {
             *why = w < 0 ? UF_NONE : pending ? UF_SEND_TIMEOUT : UF_READ_TIMEOUT;
             return -1;
@@ -715,7 +715,10 @@ static int attempt(struct exchange *x, struct buf *head, bool chunked, enum upst
     struct request *r = x->r;
     struct req_upstream *u = req_upstream(r);
     *retry = false;
-    x->uc = upstream_take(x->sc, x->pc->tls, req_now(r), x->h2);
+    /* A request that could not go again were the connection found closed after it was
+     * sent has the socket asked first; another one is retried on a fresh connection. */
+    bool once = !idempotent(req_method(r)) || chunked || req_content_length(r) > 0;
+    x->uc = upstream_take(x->sc, x->pc->tls, req_now(r), x->h2, once);
     x->reused = x->uc != NULL;
     if (!x->uc) {
         x->uc = upstream_connect(r, x->sc, x->pc->tls, x->pc->connect_timeout, why);
@@ -760,7 +763,7 @@ static int attempt(struct exchange *x, struct buf *head, bool chunked, enum upst
         /* Each way has its deadline: the upstream's to take the request, to answer; a
          * client slow with its body has the request's own (body_timeout). */
         double limit = events & REQ_WRITABLE ? x->pc->send_timeout : events & REQ_BODY ? 0 : x->pc->read_timeout;
-        int w = req_wait_fd(r, x->uc->t.fd, events, limit);
+        int w = req_wait_io(r, &x->uc->watch, events, limit);
         if (w <= 0) {
             *why = w < 0 ? UF_NONE : events & REQ_WRITABLE ? UF_SEND_TIMEOUT : UF_READ_TIMEOUT;
             goto failed;

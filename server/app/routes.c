@@ -237,10 +237,10 @@ void app_init(void)
     mime_types_load("/etc/mime.types");
 }
 
-void app_configure(const struct config *c)
+void app_configure(const struct config *c, struct ev_loop *loop)
 {
     static_configure();
-    upstream_configure(c);
+    upstream_configure(c, loop);
 }
 
 void app_tick(int worker, double now, const struct worker_counters *n)

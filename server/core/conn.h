@@ -151,7 +151,7 @@ extern struct worker *workers;
 /* Runs on every worker once a second (the application's housekeeping). */
 extern void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
 /* Runs on a worker each time it has taken a new configuration (the application's). */
-extern void (*worker_config_hook)(const struct config *c);
+extern void (*worker_config_hook)(const struct config *c, struct ev_loop *loop);
 
 int workers_create(int n);
 /* Starts the threads; notify runs on main_loop whenever a worker took a configuration

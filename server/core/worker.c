@@ -40,7 +40,7 @@
 
 struct worker *workers;
 void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
-void (*worker_config_hook)(const struct config *c);
+void (*worker_config_hook)(const struct config *c, struct ev_loop *loop);
 const char *const close_reason_names[CLOSED_REASONS] = { "peer", "idle", "timeout", "goaway", "error" };
 _Atomic int shutting_down;
 int nworkers;
@@ -350,7 +350,7 @@ static void adopt(struct worker *w)
                 conn_wake(c);                /* parking off: every connection gets its serve loop */
         }
     if (worker_config_hook)
-        worker_config_hook(w->cfg);
+        worker_config_hook(w->cfg, w->loop);
     atomic_store(&w->applied, gen);
     if (main_loop)
         ev_async_send(main_loop, &main_notify);
@@ -423,6 +423,11 @@ int worker_init_loop(struct worker *w)
     w->accept_pause.data = w;
     ev_check_init(&w->ready_check, on_ready_check);
     w->ready_check.data = w;
+    /* After every other callback of the iteration (libev runs pending watchers by
+     * priority): a connection that one of them marks ready runs in this iteration,
+     * rather than after one more poll that would find its upstream socket ready again
+     * with no watcher on it (an epoll_ctl to drop it, another to add it back). */
+    ev_set_priority(&w->ready_check, EV_MINPRI);
     ev_check_start(w->loop, &w->ready_check);
     ev_unref(w->loop);
     ev_idle_init(&w->ready_idle, on_ready_idle);

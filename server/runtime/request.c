@@ -192,8 +192,9 @@ static void release(struct request *r)
     if (ev_is_active(&r->timer) || ev_is_pending(&r->timer))
         ev_timer_stop(c->w->loop, &r->timer);
     if (r->extra) {
-        if (ev_is_active(&r->extra->fd_wait) || ev_is_pending(&r->extra->fd_wait))
-            ev_io_stop(c->w->loop, &r->extra->fd_wait);
+        ev_io *w = r->extra->waiting_on;
+        if (w && (ev_is_active(w) || ev_is_pending(w)))
+            ev_io_stop(c->w->loop, w);
         buf_free(&r->extra->trailers);
         sc_free(r->extra);
     }
@@ -964,7 +965,10 @@ void req_sleep(struct request *r, double seconds)
 
 /* Readiness of the descriptor a handler waits on: it runs again, and the watcher stops
  * (a wait is one-shot, so an fd nobody waits on wakes nothing).  The watcher and what it
- * found are in the request's extra, so a parked handler's stack is never touched. */
+ * found are in the request's extra, so a parked handler's stack is never touched.  The
+ * connection runs once the loop has delivered all it found ready (the worker's ready
+ * list): the upstream answers of several of an HTTP/2 connection's streams then go out
+ * in one step and one write, not a step and a write each. */
 static void on_fd_ready(struct ev_loop *loop, ev_io *io, int revents)
 {
     struct request *r = io->data;
@@ -972,12 +976,13 @@ static void on_fd_ready(struct ev_loop *loop, ev_io *io, int revents)
     r->extra->fd_events = (uint8_t)((revents & EV_READ ? REQ_READABLE : 0) | (revents & EV_WRITE ? REQ_WRITABLE : 0));
     r->wake_at = 0;
     make_runnable(r);
-    conn_wake(r->c);
+    conn_mark_ready(r->c);
 }
 
 static struct request_extra *extra(struct request *r);
 
-int req_wait_fd(struct request *r, int fd, int events, double timeout)
+/* req_wait_fd (w NULL: the request's own watcher, set to fd) and req_wait_io. */
+static int wait_on(struct request *r, ev_io *w, int fd, int events, double timeout)
 {
     if (gone(r))
         return -1;
@@ -988,10 +993,18 @@ int req_wait_fd(struct request *r, int fd, int events, double timeout)
         return -1;
     struct ev_loop *loop = r->c->w->loop;
     int io = (events & REQ_READABLE ? EV_READ : 0) | (events & REQ_WRITABLE ? EV_WRITE : 0);
-    if (io) {
-        ev_io_set(&e->fd_wait, fd, io);
-        ev_io_start(loop, &e->fd_wait);
+    if (!w) {
+        w = &e->fd_wait;
+        if (io)
+            ev_io_set(w, fd, io);      /* a descriptor the loop may not know */
     }
+    if (io) {
+        w->data = r;
+        ev_set_cb(w, on_fd_ready);
+        ev_io_modify(w, io);           /* the same descriptor: nothing to tell the kernel */
+        ev_io_start(loop, w);
+    }
+    e->waiting_on = w;
     e->fd_events = (uint8_t)(events & REQ_BODY);
     r->wake_at = ev_now(loop) + (timeout > 0 ? timeout : 1e9);
     request_arm_timer(r);
@@ -1000,18 +1013,22 @@ int req_wait_fd(struct request *r, int fd, int events, double timeout)
         wait_for(r, WAIT_FD);
         if (gone(r))
             break;
-        if (io && !ev_is_active(&e->fd_wait))
+        if (io && !ev_is_active(w))
             ready |= e->fd_events & (REQ_READABLE | REQ_WRITABLE);
         if ((events & REQ_BODY) && body_ready(r))
             ready |= REQ_BODY;
         if (ready || !r->wake_at)
             break;
     }
-    ev_io_stop(loop, &e->fd_wait);
+    ev_io_stop(loop, w);
+    e->waiting_on = NULL;
     e->fd_events = 0;
     r->wake_at = 0;
     return gone(r) ? -1 : ready;
 }
+
+int req_wait_fd(struct request *r, int fd, int events, double timeout) { return wait_on(r, NULL, fd, events, timeout); }
+int req_wait_io(struct request *r, ev_io *w, int events, double timeout) { return wait_on(r, w, -1, events, timeout); }
 
 /* ---- what a handler may ask ---- */
 

@@ -132,6 +132,7 @@ struct request {
  * the handler's frames, it stays reachable while the handler is parked. */
 struct request_extra {
     ev_io fd_wait;                        /* started only while it waits */
+    ev_io *waiting_on;                    /* fd_wait, or req_wait_io's watcher, while it waits */
     uint8_t fd_events;                    /* req_wait_fd: what it waits for, then what came */
     bool has_upstream;
     struct req_upstream upstream;

@@ -216,7 +216,7 @@ int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const st
         }
         double left = deadline - req_now(r);
         int w = left <= 0 ? 0
-                          : req_wait_fd(r, tr->fd, h == HANDSHAKE_WANT_WRITE || !sent ? REQ_WRITABLE : REQ_READABLE, left);
+                          : req_wait_io(r, &uc->watch, h == HANDSHAKE_WANT_WRITE || !sent ? REQ_WRITABLE : REQ_READABLE, left);
         if (w <= 0) {
             *why = w < 0 ? UF_NONE : UF_CONNECT_TIMEOUT;
             return -1;

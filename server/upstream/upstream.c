@@ -60,6 +60,7 @@ struct upstreams {
     uint64_t fingerprint;          /* of the server list this state is for */
     uint32_t epoch;
     const struct config *cfg;      /* the worker's: whose server list s is for */
+    struct ev_loop *loop;          /* the worker's: the pool's watchers */
     struct server_state s[MAX_UPSTREAM_TOTAL];
 };
 
@@ -93,6 +94,8 @@ static void forget_session(struct server_state *st)
 
 static void conn_close_now(struct upstream_conn *uc)
 {
+    if (mine)
+        ev_io_stop(mine->loop, &uc->watch);
     h2up_free(uc);
     transport_release(&uc->t, true);   /* over TLS a close_notify first, best effort */
     close(uc->t.fd);
@@ -102,12 +105,13 @@ static void conn_close_now(struct upstream_conn *uc)
 /* The worker's state: NULL until a configuration of the worker has upstream servers. */
 static struct upstreams *state(void) { return mine; }
 
-void upstream_configure(const struct config *c)
+void upstream_configure(const struct config *c, struct ev_loop *loop)
 {
     if (!mine) {
         if (!c->nupstream_servers || !(mine = sc_calloc(1, sizeof *mine)))
             return;
         mine->cfg = c;
+        mine->loop = loop;
         mine->fingerprint = upstream_fingerprint(c);
         pthread_mutex_lock(&registry_lock);
         mine->next = registry;
@@ -273,24 +277,44 @@ static bool made_for(const struct upstream_conn *uc, const struct upstream_tls *
     return tls ? uc->t.ssl && SSL_get_SSL_CTX(uc->t.ssl) == tls->ctx : !uc->t.ssl;
 }
 
+static void unlink_idle(struct server_state *st, struct upstream_conn *uc)
+{
+    if (uc->prev)
+        uc->prev->next = uc->next;
+    else
+        st->idle = uc->next;
+    if (uc->next)
+        uc->next->prev = uc->prev;
+    uc->next = uc->prev = NULL;
+    st->nidle--;
+    set(&st->n.idle, st->nidle);
+    ev_io_stop(mine->loop, &uc->watch);
+}
+
+/* A pooled HTTP/1.1 connection's socket became readable: the server closed it, or said
+ * something nobody asked for. */
+static void on_idle_readable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop, (void)revents;
+    struct upstream_conn *uc = w->data;
+    unlink_idle(&mine->s[uc->server], uc);
+    conn_close_now(uc);
+}
+
 struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now,
-                                    bool h2)
+                                    bool h2, bool check)
 {
     struct upstreams *u = state();
     if (!u || !current(u, sc))
         return NULL;
     struct server_state *st = &u->s[sc->index];
-    for (struct upstream_conn **pp = &st->idle; *pp;) {
-        struct upstream_conn *uc = *pp;
-        if (!made_for(uc, tls) || (uc->h2 != NULL) != h2) {
-            pp = &uc->next;        /* another location's settings (or a reload's), or protocol */
-            continue;
-        }
-        *pp = uc->next;
-        st->nidle--;
-        set(&st->n.idle, st->nidle);
-        if (now - uc->idle_since <= sc->keepalive_timeout && (h2 ? h2up_idle_ok(uc) : quiet(&uc->t))) {
-            uc->next = NULL;
+    for (struct upstream_conn *uc = st->idle, *next; uc; uc = next) {
+        next = uc->next;
+        if (!made_for(uc, tls) || (uc->h2 != NULL) != h2)
+            continue;              /* another location's settings (or a reload's), or protocol */
+        unlink_idle(st, uc);
+        bool ok = h2 ? h2up_idle_ok(uc) : !(uc->t.ssl && SSL_has_pending(uc->t.ssl)) && (!check || quiet(&uc->t));
+        if (now - uc->idle_since <= sc->keepalive_timeout && ok) {
             st->active++;
             set(&st->n.active, st->active);
             return uc;
@@ -317,12 +341,19 @@ struct upstream_conn *upstream_connect(struct request *r, const struct upstream_
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
+    struct upstream_conn *uc = sc_calloc(1, sizeof *uc);
+    if (!uc) {
+        close(fd);
+        return NULL;
+    }
+    uc->t.fd = fd;
+    ev_io_init(&uc->watch, on_idle_readable, fd, 0);
     int rc = connect(fd, (const struct sockaddr *)&sc->addr, sc->addrlen);
     if (rc < 0 && (errno == EINPROGRESS || errno == EAGAIN)) {
-        int w = req_wait_fd(r, fd, REQ_WRITABLE, timeout);
+        int w = req_wait_io(r, &uc->watch, REQ_WRITABLE, timeout);
         if (w <= 0) {
             *why = w < 0 ? UF_NONE : UF_CONNECT_TIMEOUT;
-            close(fd);
+            conn_close_now(uc);
             return NULL;
         }
         int e = 0;
@@ -333,15 +364,9 @@ struct upstream_conn *upstream_connect(struct request *r, const struct upstream_
     }
     if (rc < 0) {
         log_msg(LOG_ERROR, "upstream %s: connect: %s", sc->text, strerror(errno));
-        close(fd);
+        conn_close_now(uc);
         return NULL;
     }
-    struct upstream_conn *uc = sc_calloc(1, sizeof *uc);
-    if (!uc) {
-        close(fd);
-        return NULL;
-    }
-    uc->t.fd = fd;
     uc->server = (uint8_t)sc->index;
     uc->epoch = u->epoch;
     if (!current(u, sc))
@@ -430,10 +455,21 @@ void upstream_done(struct upstream_conn *uc, bool reusable, double now)
     if (uc->t.ssl)
         SSL_free_buffers(uc->t.ssl);
     uc->idle_since = now;
+    uc->prev = NULL;
     uc->next = st->idle;           /* the most recently used is taken first: it is warm */
+    if (uc->next)
+        uc->next->prev = uc;
     st->idle = uc;
     st->nidle++;
     set(&st->n.idle, st->nidle);
+    if (!uc->h2) {
+        /* The exchange's last wait on the socket stopped this watcher in this turn of the
+         * loop: started again for the same events, libev has nothing to tell the kernel. */
+        ev_set_cb(&uc->watch, on_idle_readable);
+        uc->watch.data = uc;
+        ev_io_modify(&uc->watch, EV_READ);
+        ev_io_start(u->loop, &uc->watch);
+    }
 }
 
 void upstream_tick(double now)
@@ -442,17 +478,13 @@ void upstream_tick(double now)
         return;
     for (uint32_t i = 0; i < mine->cfg->nupstream_servers; i++) {
         struct server_state *st = &mine->s[i];
-        for (struct upstream_conn **pp = &st->idle; *pp;) {
-            struct upstream_conn *uc = *pp;
+        for (struct upstream_conn *uc = st->idle, *next; uc; uc = next) {
+            next = uc->next;
             if (now - uc->idle_since > mine->cfg->upstream_servers[i].keepalive_timeout) {
-                *pp = uc->next;
-                st->nidle--;
+                unlink_idle(st, uc);
                 conn_close_now(uc);
-            } else {
-                pp = &uc->next;
             }
         }
-        set(&st->n.idle, st->nidle);
         if (st->n.down && st->down_until <= now)
             set(&st->n.down, 0);
     }

@@ -4,10 +4,15 @@
  *
  * Everything here is per worker thread and touched by that thread only, like a
  * connection: the balancing state, the passive health of each server, and the
- * keep-alive pool.  An idle pooled connection is its socket and this struct, nothing
- * more - no coroutine, no buffer, no parser, no watcher (as a parked client connection):
- * whether the server closed it meanwhile is asked when it is taken (upstream_take), and
- * the worker's tick closes those idle past their group's keepalive_timeout.  A connection goes
+ * keep-alive pool.  An idle pooled connection is its socket, this struct and a watcher
+ * on the socket, nothing more - no coroutine, no buffer, no parser (as a parked client
+ * connection).  An HTTP/1.1 one is closed as soon as the watcher sees the server close
+ * it or send anything (bytes nobody asked for would be read as the next request's
+ * response), as nginx's keepalive cache does; so taking one asks the socket nothing,
+ * but for a request that could not be sent again (upstream_take's check).  An HTTP/2
+ * one, whose server may speak meanwhile (SETTINGS, PING, GOAWAY), has no watcher and is
+ * read when it is taken.  The worker's tick closes those idle past their group's
+ * keepalive_timeout.  A connection goes
  * back to the pool only after a complete exchange (upstream_put's caller says so);
  * after an error or an unfinished body it is closed.
  *
@@ -18,6 +23,7 @@
 #ifndef H2PARK_UPSTREAM_H
 #define H2PARK_UPSTREAM_H
 
+#include <ev.h>
 #include <llhttp.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,7 +35,10 @@
 
 struct upstream_conn {
     struct transport t;
-    struct upstream_conn *next;    /* in its server's idle list */
+    struct upstream_conn *next, *prev;   /* in its server's idle list */
+    ev_io watch;                   /* the socket's, from connect to close: every wait of an exchange
+                                      (req_wait_io), and while pooled over HTTP/1.1 the server's
+                                      close or stray bytes */
     double idle_since;
     uint32_t epoch;                /* the worker's server list it belongs to */
     uint32_t exchanges;            /* requests it has carried */
@@ -52,9 +61,11 @@ int upstream_failure_status(enum upstream_failure f);
 int upstream_pick(const struct upstream_group *g, double now, uint32_t tried, enum upstream_failure *why);
 /* A pooled connection to server sc that is still open and quiet, or NULL; over TLS (tls
  * not NULL) only one made with tls's context; h2: one that speaks HTTP/2 (h2client.c),
- * else HTTP/1.1. */
+ * else HTTP/1.1.  check: the socket is asked too (one system call), for a request that
+ * could not be sent again were the server to have closed it since the watcher last
+ * looked. */
 struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now,
-                                    bool h2);
+                                    bool h2, bool check);
 /* A new connection to server sc, connected (and its TLS handshake done, if tls) within
  * timeout seconds; the waits are r's.  NULL with *why on failure (r gone: UF_NONE). */
 struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc,
@@ -66,8 +77,9 @@ void upstream_done(struct upstream_conn *uc, bool reusable, double now);
 void upstream_failed(const struct upstream_group *g, const struct upstream_server_conf *sc, enum upstream_failure f,
                      double now);
 void upstream_responded(const struct upstream_server_conf *sc, int status);
-/* On each worker as it takes a configuration: a new server list starts anew. */
-void upstream_configure(const struct config *c);
+/* On each worker as it takes a configuration (loop: the worker's, for the pool's
+ * watchers): a new server list starts anew. */
+void upstream_configure(const struct config *c, struct ev_loop *loop);
 /* Once a second per worker: idle connections past their time are closed. */
 void upstream_tick(double now);
 

@@ -10,28 +10,36 @@
 #include <stdint.h>
 #include <string.h>
 
-/* RFC 9110 5.6.2's tchar, by table: the check runs on every byte of every field name
- * of every request and upstream response, where isalnum, strchr and tolower (calls into
- * the C library's locale tables) cost several times the table. */
-static const bool http1_tchars[256] = {
-    ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true, ['!'] = true, ['#'] = true,
-    ['$'] = true, ['%'] = true, ['&'] = true, ['\''] = true, ['*'] = true, ['+'] = true, ['-'] = true,
-    ['.'] = true, ['^'] = true, ['_'] = true, ['`'] = true, ['|'] = true, ['~'] = true,
-};
+/* RFC 9110 5.6.2's tchar, lower-cased, by table (0: not a tchar): the check runs on
+ * every byte of every field name of every request and upstream response, where isalnum,
+ * strchr and tolower (calls into the C library's locale tables) cost several times the
+ * table, and a branch per byte twice the table's one load. */
+#define H1_TCHAR(c)                                                                                          \
+    (((c) >= '0' && (c) <= '9') || ((c) >= 'a' && (c) <= 'z') || (c) == '!' || (c) == '#' || (c) == '$' ||   \
+     (c) == '%' || (c) == '&' || (c) == '\'' || (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' ||       \
+     (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~')
+#define H1_TL(c) ((c) >= 'A' && (c) <= 'Z' ? (c) + ('a' - 'A') : H1_TCHAR(c) ? (c) : 0)
+#define H1_TL4(c) H1_TL(c), H1_TL((c) + 1), H1_TL((c) + 2), H1_TL((c) + 3)
+#define H1_TL16(c) H1_TL4(c), H1_TL4((c) + 4), H1_TL4((c) + 8), H1_TL4((c) + 12)
+#define H1_TL64(c) H1_TL16(c), H1_TL16((c) + 16), H1_TL16((c) + 32), H1_TL16((c) + 48)
+static const unsigned char http1_token_lower[256] = { H1_TL64(0), H1_TL64(64), H1_TL64(128), H1_TL64(192) };
+#undef H1_TL64
+#undef H1_TL16
+#undef H1_TL4
+#undef H1_TL
+#undef H1_TCHAR
 
-/* A token, lower-cased in place; false if empty or not a token. */
+/* A token, lower-cased in place; false if empty or not a token (then the name is left
+ * changed: it is refused anyway). */
 static inline bool http1_name_ok(char *name, size_t n)
 {
-    if (!n)
-        return false;
+    unsigned char missing = !n;
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (!http1_tchars[ch])
-            return false;
-        if (ch >= 'A' && ch <= 'Z')
-            name[i] = (char)(ch + ('a' - 'A'));
+        unsigned char lower = http1_token_lower[(unsigned char)name[i]];
+        missing |= !lower;
+        name[i] = (char)lower;
     }
-    return true;
+    return !missing;
 }
 
 /* *n shortened past trailing whitespace; false on a control character but tab.  Eight

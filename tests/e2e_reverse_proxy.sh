@@ -265,6 +265,9 @@ check not_modified_connection_reused $? "upstream connections accepted: $before 
 # More fields than a response passes on: 502, never a head with fields cut away, nor a
 # write past the field array (a 101 has one field more of its own).
 [ "$(st /many-fields)" = 502 ]; check too_many_upstream_fields_502 $? "$(head -c 200 "$TMP/body.out")"
+# ... and more than it reads at all, even of fields it would drop.
+[ "$(st /many-dropped)" = 502 ] && grep -q 'many-dropped: upstream .*: upstream sent too many header fields' "$TMP/daemon.log"
+check too_many_upstream_fields_even_dropped_502 $? "$(head -c 200 "$TMP/body.out"); $(grep many-dropped "$TMP/daemon.log" | tail -1)"
 code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
   -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' "http://127.0.0.1:$P/switch-many")
 [ "$code" = 502 ] && kill -0 "$DPID"; check too_many_fields_in_101_502 $? "code $code"

@@ -32,6 +32,7 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /not-modified    304 with the Content-Length of the 200 it stands for (RFC 9110 8.6), no body
   /no-content-te   204 naming chunked coding, no body
   /many-fields     200 with 100 fields besides Content-Length
+  /many-dropped    200 with 130 Keep-Alive fields (none passed on) and one other
   /switch-many     a 101 naming websocket with 130 fields, then nothing
   /switch-flood    a 101 that answers the key, then 128 MiB as fast as the proxy takes them
   /switch-other    a 101 that answers the key but names another protocol (h2c)
@@ -182,6 +183,8 @@ class Handler(socketserver.BaseRequestHandler):
                 s.sendall(b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n")
             elif path == "/many-fields":
                 respond(s, "200 OK", b"ok\n", "".join("X-F%d: %d\r\n" % (i, i) for i in range(100)))
+            elif path == "/many-dropped":
+                respond(s, "200 OK", b"ok\n", "".join("Keep-Alive: timeout=%d\r\n" % i for i in range(130)) + "X-F: 1\r\n")
             elif path == "/switch-many":
                 s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
                           b"".join(b"X-F%d: %d\r\n" % (i, i) for i in range(130)) + b"\r\n")

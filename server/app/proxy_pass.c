@@ -59,6 +59,7 @@
 #define BODY_PIECE (16u << 10)
 #define FIELDS_MAX 128
 #define STALE_RETRIES 3           /* pooled connections found closed, per request */
+#define RESPONSE_FIELDS_SEEN 128  /* a response head's fields, passed on or not (more: 502) */
 
 struct exchange {
     struct request *r;
@@ -547,12 +548,22 @@ static int respond(struct exchange *x)
     unsigned accepts = 0;
     struct buf connection = { 0 };
     int rc = 0;
+    /* Each field measured and classified once, for both passes (a Connection field may
+     * come after the fields it names). */
+    struct { const char *name, *value; enum field_role role; } f[RESPONSE_FIELDS_SEEN];
+    size_t nf = 0;
     for (size_t off = 0; off < p->fields.len && !rc;) {
         const char *name = p->fields.data + off;
         size_t nl = strlen(name);
         const char *value = name + nl + 1;
         off = (size_t)(value - p->fields.data) + strlen(value) + 1;
-        switch (field_role(name, nl)) {
+        if (nf == RESPONSE_FIELDS_SEEN) {
+            p->error = "upstream sent too many header fields";
+            rc = -2;
+            break;
+        }
+        f[nf] = (typeof(f[0])){ name, value, field_role(name, nl) };
+        switch (f[nf++].role) {
         case FR_CONNECTION: rc = add_connection(&connection, value); break;
         case FR_UPGRADE: upgrade = value; break;
         case FR_WEBSOCKET_ACCEPT: accept = value, accepts++; break;
@@ -577,12 +588,9 @@ static int respond(struct exchange *x)
         buf_free(&connection);
         return -2;
     }
-    for (size_t off = 0; off < p->fields.len;) {
-        const char *name = p->fields.data + off;
-        size_t nl = strlen(name);
-        const char *value = name + nl + 1;
-        off = (size_t)(value - p->fields.data) + strlen(value) + 1;
-        switch (field_role(name, nl)) {
+    for (size_t i = 0; i < nf; i++) {
+        const char *name = f[i].name, *value = f[i].value;
+        switch (f[i].role) {
         case FR_HOP: case FR_CONNECTION: case FR_UPGRADE: case FR_CONTENT_LENGTH: case FR_DATE: case FR_SERVER:
             continue;
         case FR_WEBSOCKET_ACCEPT:

@@ -142,6 +142,13 @@ void req_fields_free(struct req_fields *f);
 int req_respond_file_with(struct request *r, int status, const struct req_fields *pre, const struct header *h,
                           size_t n, const struct body_source *src, int64_t off, int64_t len);
 int req_write(struct request *r, const void *data, size_t len);
+/* req_write without the copy, for a handler that reads its output from a descriptor:
+ * room for *room bytes (1 to want) at the end of the response's output, where the handler
+ * may write until its next call into this API; req_write_commit makes the first n of
+ * them output.  Waits, as req_write does, while the output is full; NULL if the exchange
+ * is gone or the response is over. */
+char *req_write_room(struct request *r, size_t want, size_t *room);
+int req_write_commit(struct request *r, size_t n);
 int req_end(struct request *r);
 /* req_end with trailer fields after the body (a gRPC server's grpc-status): HTTP/2 sends
  * them as a trailing HEADERS frame; HTTP/1.1 as the chunked trailer section when the

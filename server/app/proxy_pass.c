@@ -403,6 +403,43 @@ static int pump_h2(struct exchange *x, int *events, enum upstream_failure *why)
     }
 }
 
+/* The rest of the response is body of a known length, none of it read yet: it can be
+ * read where it goes, into the response's output, rather than through rx and a copy. */
+static bool body_to_output(const struct exchange *x)
+{
+    const struct h1_response *p = &x->resp;
+    return p->head_done && !p->complete && !p->upgraded && !p->chunked && !p->head_request && p->length > 0 &&
+           p->parser.content_length > 0;
+}
+
+/* Reads at most what is left of such a body (nothing past the response is ever taken
+ * there) into the response's output, which llhttp then counts, and makes it output.
+ * The bytes read (*room: how many were asked), 0 for none now, -1 for the upstream's
+ * close or a failure to read (errno), -2 with *why for anything else. */
+static ssize_t read_body_into_output(struct exchange *x, struct transport *t, size_t *room, enum upstream_failure *why)
+{
+    uint64_t left = x->resp.parser.content_length;
+    char *dst = req_write_room(x->r, left < REQUEST_OUTPUT_MAX ? (size_t)left : REQUEST_OUTPUT_MAX, room);
+    if (!dst) {
+        *why = UF_NONE;              /* the client went away: the body is unfinished */
+        return -2;
+    }
+    ssize_t n = transport_read(t, dst, *room);
+    if (n <= 0)
+        return n;
+    size_t used;
+    int ev = h1resp_parse(&x->resp, dst, (size_t)n, &used);
+    if (ev != H1RESP_BODY || x->resp.body != dst || x->resp.body_len != (size_t)n || used != (size_t)n) {
+        *why = UF_INVALID;           /* (llhttp takes a length-framed body as it comes) */
+        return -2;
+    }
+    if (req_write_commit(x->r, (size_t)n)) {
+        *why = UF_NONE;
+        return -2;
+    }
+    return n;
+}
+
 /* Moves what can move without waiting, both ways at once - the request up (its head,
  * then body as it arrives), the response in and on to the client - since an upstream
  * may answer while the body still comes (an echo, an early 413) and would stop reading
@@ -489,16 +526,28 @@ static int pump(struct exchange *x, bool chunked, int *events, enum upstream_fai
             x->rx.len = x->rx_off = 0;
         if (!try_read)
             break;
-        if (buf_reserve(&x->rx, UPSTREAM_READ)) {
-            *why = UF_INVALID;
-            return -1;
-        }
-        size_t room = x->rx.cap - x->rx.len;
-        ssize_t n = transport_read(t, x->rx.data + x->rx.len, room);
-        if (n > 0) {
-            x->rx.len += (size_t)n;
-            try_read = !transport_drained(t, n, room);   /* a short read took all there was */
-            continue;
+        ssize_t n;
+        size_t room;
+        if (!x->rx.len && body_to_output(x)) {
+            n = read_body_into_output(x, t, &room, why);
+            if (n < -1)
+                return -1;
+            if (n > 0) {
+                try_read = !transport_drained(t, n, room);
+                continue;
+            }
+        } else {
+            if (buf_reserve(&x->rx, UPSTREAM_READ)) {
+                *why = UF_INVALID;
+                return -1;
+            }
+            room = x->rx.cap - x->rx.len;
+            n = transport_read(t, x->rx.data + x->rx.len, room);
+            if (n > 0) {
+                x->rx.len += (size_t)n;
+                try_read = !transport_drained(t, n, room);   /* a short read took all there was */
+                continue;
+            }
         }
         if (n < 0) {
             int e = errno;

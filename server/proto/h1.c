@@ -878,6 +878,10 @@ static int write_body(struct conn *c, struct h1_request *r)
     /* A file over cleartext goes with sendfile, whole, after the head. */
     if (transport_sends_files(&c->sock) && !r->chunked && !c->sock.file && request_out_file(&r->r, c))
         return 0;
+    /* A body of known length written by the handler goes out in the buffer it was written
+     * to, when nothing is queued before it (a large proxied response: no second copy). */
+    if (!r->chunked && !c->sock.file && request_out_give(&r->r, &c->sock.out, &c->sock.out_off))
+        return 0;
     size_t avail;
     while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {
         size_t n = avail < OUT_CHUNK ? avail : OUT_CHUNK;

@@ -668,19 +668,18 @@ int req_respond_file(struct request *r, int status, const struct header *h, size
     return req_respond_file_with(r, status, NULL, h, n, src, off, len);
 }
 
-int req_write(struct request *r, const void *data, size_t len)
+char *req_write_room(struct request *r, size_t want, size_t *room)
 {
-    const char *p = data;
-    while (len) {
-        if (gone(r) || !r->responded || r->out_eof)
-            return -1;
+    for (;;) {
+        if (gone(r) || !r->responded || r->out_eof || !want)
+            return NULL;
         size_t pending = r->outb.len - r->outb_off;
         if (pending >= OUTB_MAX) {
             r->ops->output_ready(r);
             wait_for(r, WAIT_WRITE);
             continue;
         }
-        size_t n = OUTB_MAX - pending < len ? OUTB_MAX - pending : len;
+        size_t n = OUTB_MAX - pending < want ? OUTB_MAX - pending : want;
         /* What the front end took is room again: a stream topped up as fast as it is
          * taken never empties, and the buffer would otherwise grow with all it carried. */
         if (r->outb_off && r->outb.len + n > r->outb.cap) {
@@ -688,12 +687,44 @@ int req_write(struct request *r, const void *data, size_t len)
             r->outb.len = pending;
             r->outb_off = 0;
         }
-        if (buf_append(&r->outb, p, n))
+        if (buf_reserve(&r->outb, n))
+            return NULL;
+        *room = n;
+        return r->outb.data + r->outb.len;
+    }
+}
+
+/* n more bytes of output, written where req_write_room said. */
+static void out_added(struct request *r, size_t n)
+{
+    if (r->outb.len == r->outb_off) {   /* data is ready again: the peer's turn from here */
+        r->out_progress = ev_now(r->c->w->loop);
+        request_arm_timer(r);
+    }
+    r->outb.len += n;
+}
+
+int req_write_commit(struct request *r, size_t n)
+{
+    if (gone(r) || !r->responded || r->out_eof || n > r->outb.cap - r->outb.len)
+        return -1;
+    if (n) {
+        out_added(r, n);
+        r->ops->output_ready(r);
+    }
+    return 0;
+}
+
+int req_write(struct request *r, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        size_t n;
+        char *dst = req_write_room(r, len, &n);
+        if (!dst)
             return -1;
-        if (!pending) {     /* data is ready again: the peer's turn from here */
-            r->out_progress = ev_now(r->c->w->loop);
-            request_arm_timer(r);
-        }
+        memcpy(dst, p, n);
+        out_added(r, n);
         p += n;
         len -= n;
     }
@@ -828,6 +859,23 @@ int request_out_take(struct request *r, char *dst, size_t n)
     r->bytes_sent += n;
     r->out_progress = ev_now(r->c->w->loop);
     return 0;
+}
+
+size_t request_out_give(struct request *r, struct buf *out, uint32_t *out_off)
+{
+    if (r->src.fd >= 0 || r->src.mem || out->len || r->outb.len == r->outb_off)
+        return 0;
+    size_t n = r->outb.len - r->outb_off;
+    buf_free(out);
+    *out = r->outb;
+    *out_off = r->outb_off;
+    r->outb = (struct buf){ 0 };
+    r->outb_off = 0;
+    if (r->wait == WAIT_WRITE)
+        make_runnable(r);
+    r->bytes_sent += n;
+    r->out_progress = ev_now(r->c->w->loop);
+    return n;
 }
 
 bool request_out_finished(const struct request *r) { return r->out_eof && !r->aborted && request_out_avail(r) == 0; }

@@ -190,6 +190,9 @@ void request_refused(struct request *r, int status, uint64_t body_bytes);
  * bytes count as available), and taking them. */
 size_t request_out_avail(const struct request *r);
 int request_out_take(struct request *r, char *dst, size_t n);
+/* All the output the handler wrote, moved rather than copied into out when out is empty
+ * (its offset into *out_off): the bytes moved, 0 if it cannot be (a file, or nothing). */
+size_t request_out_give(struct request *r, struct buf *out, uint32_t *out_off);
 bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
 /* Takes the rest of a body that is a file on disk (not a copy in memory) as a range
  * for sendfile, with a reference on the file of its own (dropped by

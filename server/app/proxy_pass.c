@@ -8,7 +8,10 @@
  * a response that comes within a tick reuses it).  Memory is
  * bounded per exchange: one read buffer of UPSTREAM_READ bytes, the request's output
  * (REQUEST_OUTPUT_MAX: req_write waits for the client, and so the upstream is read no
- * faster than the client takes it), and one piece of request body on its way up.
+ * faster than the client takes it), and one piece of request body on its way up.  The
+ * rest of a body of known length is read straight into the request's output
+ * (req_write_room), never more than is left of it: no copy through the read buffer, and
+ * nothing past the response is taken from the socket.
  *
  * RFC 9110 section 7.6, as an intermediary: hop-by-hop fields (Connection and the fields
  * it names, Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade) are not

@@ -49,9 +49,11 @@
  *                             IDLE), so pipelined requests never overlap.  -> HEAD
  *   on_url                    HEAD: the target, 414 past H1_TARGET_MAX
  *   on_version_complete       HEAD: 505 for a major version other than 1
- *   on_header_field, _value   HEAD (the head), BODY or DISCARD (trailers): bytes into
- *                             h->field and h->value, the head and trailers together
- *                             within max_header_list_size (431)
+ *   on_header_field, _value   HEAD (the head), BODY or DISCARD (trailers): bytes noted
+ *                             where they lie in the input (h->field_at, value_at), or
+ *                             into h->field and h->value once a read ended inside one
+ *                             (spill, after every llhttp_execute), the head and trailers
+ *                             together within max_header_list_size (431)
  *   on_header_value_complete  HEAD: a field checked into cur's head.  BODY or DISCARD
  *                             (F_TRAILING): checked, counted, dropped; cur is not
  *                             touched - in DISCARD there is none, in BODY its handler

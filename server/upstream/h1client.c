@@ -14,7 +14,10 @@
  *
  * Every callback runs inside h1resp_parse, on a parser that h1resp_init set up, so
  * none runs without its struct: the callbacks' states are message begin, head, body,
- * message complete, in that order, once per message. */
+ * message complete, in that order, once per message.  A field's name and value are
+ * written straight into the fields buffer as they come (a name, a NUL, the value so far),
+ * and checked there once complete: one buffer, one allocation for a head of the usual
+ * size. */
 #include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -169,10 +169,16 @@ if [ -n "$CHROMIUM" ]; then
 <!doctype html><meta charset="utf-8"><title>peers</title>
 <div id="sse">sse:</div><div id="ws">ws:</div>
 <script>
-const es = new EventSource("/go/sse?n=3&gap=200");
-es.onmessage = e => { document.getElementById("sse").textContent += e.data + ";"; if (e.data === "2") es.close(); };
+// The event stream stays open until the WebSocket's echo is in: virtual time stands still
+// only while a fetch is pending, and once the stream ended it would run out before the
+// echo's real round trip on a busy machine.
+let events = 0, echoed = false;
+const done = () => { if (events >= 3 && echoed) es.close(); };
+const es = new EventSource("/go/sse?n=100&gap=100");
+es.onmessage = e => { if (events++ < 3) document.getElementById("sse").textContent += e.data + ";"; done(); };
 const ws = new WebSocket("wss://" + location.host + "/go/ws");
-ws.onmessage = e => { document.getElementById("ws").textContent += e.data + ";"; if (e.data === "hello") ws.send("from chromium"); else ws.close(); };
+ws.onmessage = e => { document.getElementById("ws").textContent += e.data + ";";
+                      if (e.data === "hello") ws.send("from chromium"); else { ws.close(); echoed = true; done(); } };
 </script>
 EOF
   chmod a+r "$TMP/www/peers.html"

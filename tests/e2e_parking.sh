@@ -59,7 +59,11 @@ for parking in on off; do
   for i in $(seq 1 100); do args+=("http://127.0.0.1:$PORT/-/delay?ms=2000&n=$i"); done
   nghttp -n -s -m 1 "${args[@]}" "http://127.0.0.1:$PORT/" > "$TMP/delay.out" 2>&1 &
   NGPID=$!; PIDS="$PIDS $NGPID"
-  sleep 1
+  # The 101 handlers live for 2 s from when nghttp's requests arrive, which a busy machine
+  # may delay past a fixed wait (CI once sampled before nghttp had connected): their
+  # count is awaited, then the connection is given time to park.
+  wait_stat handler_coroutines 101 10
+  sleep 0.5
   s=$(stats_json)
   h=$(stat_from "$s" handler_coroutines); p=$(stat_from "$s" parked_conns); sc=$(stat_from "$s" serve_coroutines)
   if [ $parking = on ]; then

@@ -83,7 +83,7 @@ struct exchange {
 /* What the proxy does with a field, by its name (lower case, nl bytes): found by length
  * and one comparison, since every field of every request and response is asked.  RFC 9110
  * 7.6.1's hop-by-hop fields (and HTTP2-Settings, h2c's own) are dropped both ways;
- * Connection is dropped too, and the fields its values name (connection_names). */
+ * Connection is dropped too, and the fields its values name (add_connection). */
 enum field_role {
     FR_PASS, FR_HOP, FR_CONNECTION, FR_UPGRADE,
     FR_HOST, FR_CONTENT_LENGTH, FR_EXPECT, FR_X_FORWARDED_PROTO, FR_X_FORWARDED_HOST, FR_WEBSOCKET_KEY,
@@ -211,15 +211,16 @@ static size_t cat(char *dst, size_t at, size_t cap, const char *s, size_t n)
     return at + n;
 }
 
-/* The values of the fields of role role among f[0..n), joined by sep, with last after
- * them (if not NULL), as one field called name: the form a repeated field may take (RFC
- * 9110 5.3), and for Cookie what RFC 9113 8.2.3 asks of an HTTP/2 client's. */
+/* A client's field as build_head reads it: measured and classified once. */
 struct request_field {
     const char *name, *value;
     uint32_t nl, vl;
     enum field_role role;
 };
 
+/* The values of the fields of role role among f[0..n), joined by sep, with last after
+ * them (if not NULL), as one field called name: the form a repeated field may take (RFC
+ * 9110 5.3), and for Cookie what RFC 9113 8.2.3 asks of an HTTP/2 client's. */
 static int put_joined(struct buf *head, const char *name, const struct request_field *f, size_t n,
                       enum field_role role, const char *sep, const char *last, size_t last_len)
 {
@@ -347,13 +348,13 @@ static int got_head(struct exchange *x, enum upstream_failure *why)
     }
     upstream_responded(x->sc, x->resp.status);
     int rs = respond(x);
-    if (!rs) {
-        buf_free(&x->resp.fields);   /* copied out: a long response keeps no head */
-        x->resp.field_start = 0;
-    }
-    if (rs)
+    if (rs) {
         *why = rs == -2 ? UF_INVALID : UF_NONE;
-    return rs ? -1 : 0;
+        return -1;
+    }
+    buf_free(&x->resp.fields);       /* copied out: a long response keeps no head */
+    x->resp.field_start = 0;
+    return 0;
 }
 
 /* The response's trailers (an h2c upstream's, gRPC's grpc-status) with the body's end;

@@ -192,10 +192,11 @@ uint64_t req_bytes_sent(const struct request *r);       /* response body bytes s
 /* What an upstream made of the request, for the access log and metrics: set by the
  * handler that proxied it (app/proxy_pass.c), NULL for any other. */
 struct req_upstream {
-    char addr[112];                /* the last server tried, "addr:port" or "unix:path" */
+    const char *addr;              /* the last server tried, "addr:port" or "unix:path", or NULL:
+                                      its configuration's text, which the request holds */
     int status;                    /* its response's status, 0 if none */
     double connect_time, header_time, response_time;   /* seconds from the first try; -1 none */
-    char error[128];               /* why it failed, or "" */
+    char *error;                   /* why it failed (freed with the request), or NULL */
     uint8_t tries;
 };
 struct req_upstream *req_upstream(struct request *r);  /* allocated on first call; NULL without memory */

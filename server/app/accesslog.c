@@ -136,14 +136,14 @@ static void put_upstream(struct line *l, const struct req_upstream *u, bool json
         put(l, ",\"upstream_status\":", 19);
     } else {
         put(l, " upstream_addr=", 15);
-        put_escaped(l, u->addr[0] ? u->addr : NULL, false, FIELD_MAX);
+        put_escaped(l, u->addr, false, FIELD_MAX);
         put(l, " upstream_status=", 17);
     }
     put_u64(l, (uint64_t)u->status);
     put_time(l, "upstream_connect_time", u->connect_time, json);
     put_time(l, "upstream_header_time", u->header_time, json);
     put_time(l, "upstream_response_time", u->response_time, json);
-    if (u->error[0]) {
+    if (u->error) {
         put(l, json ? ",\"upstream_error\":" : " upstream_error=", json ? 18 : 16);
         put_escaped(l, u->error, true, FIELD_MAX);
     }

@@ -196,6 +196,7 @@ static void release(struct request *r)
         if (w && (ev_is_active(w) || ev_is_pending(w)))
             ev_io_stop(c->w->loop, w);
         buf_free(&r->extra->trailers);
+        sc_free(r->extra->upstream.error);
         sc_free(r->extra);
     }
     if (r->src.release)

@@ -236,11 +236,9 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
         *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
         return p->event == H1RESP_MORE ? H1RESP_END : p->event;
     }
-    if (!p->error) {
-        snprintf(p->error_text, sizeof p->error_text, "upstream sent an invalid response: %s",
-                 llhttp_get_error_reason(&p->parser) ? llhttp_get_error_reason(&p->parser) : llhttp_errno_name(err));
-        p->error = p->error_text;
-    }
+    if (!p->error)
+        h1resp_fail(p, "upstream sent an invalid response: ",
+                    llhttp_get_error_reason(&p->parser) ? llhttp_get_error_reason(&p->parser) : llhttp_errno_name(err));
     return H1RESP_ERROR;
 }
 
@@ -262,4 +260,27 @@ int h1resp_eof(struct h1_response *p)
     return H1RESP_ERROR;
 }
 
-void h1resp_free(struct h1_response *p) { buf_free(&p->fields); }
+/* The text is composed only on a failure, so that a response being waited for - a long
+ * poll's, in the proxy's parked state - carries no buffer for it. */
+void h1resp_fail(struct h1_response *p, const char *what, const char *detail)
+{
+    size_t wl = strlen(what), dl = detail ? strlen(detail) : 0;
+    sc_free(p->error_text);
+    p->error_text = sc_malloc(wl + dl + 1);
+    if (!p->error_text) {
+        p->error = "upstream's response refused (and no memory to say why)";
+        return;
+    }
+    memcpy(p->error_text, what, wl);
+    memcpy(p->error_text + wl, detail, dl);
+    p->error_text[wl + dl] = 0;
+    p->error = p->error_text;
+}
+
+void h1resp_free(struct h1_response *p)
+{
+    buf_free(&p->fields);
+    sc_free(p->error_text);
+    p->error_text = NULL;
+    p->error = NULL;
+}

@@ -67,7 +67,7 @@ struct h2up {
     bool head_ready, head_passed, ended, closed, body_sent, deferred, client_gone, in_trailers, too_big;
     bool paused;                   /* nghttp2 stopped at a DATA piece: the frame's end is processed next call */
     bool goaway, broken;           /* the connection is not to be reused */
-    char error[128];               /* why the exchange failed (copied to resp->error_text) */
+    char error[128];               /* why the exchange failed (copied to resp->error) */
 };
 
 /* ---- the session's memory: the frame buffer asked for in whole pages, so that all its
@@ -541,8 +541,7 @@ void h2up_end_exchange(struct upstream_conn *uc)
  * this struct freed, before proxy_pass logs it). */
 static void cause_to(struct h2up *h)
 {
-    snprintf(h->resp->error_text, sizeof h->resp->error_text, "%s", h->error);
-    h->resp->error = h->resp->error_text;
+    h1resp_fail(h->resp, h->error, NULL);
 }
 
 int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)

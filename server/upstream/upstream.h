@@ -142,7 +142,7 @@ struct h1_response {
     uint64_t fed;                  /* ... which begin this far into the upstream's stream */
     uint64_t vspan_end;            /* where in that stream the last value span ended */
     const char *error;             /* why the response is refused */
-    char error_text[128];          /* ... when llhttp said it */
+    char *error_text;              /* ... when it was composed (h1resp_fail): heap, freed with p */
     bool head_request, head_done, complete, chunked, keep_alive, informational, in_value;
     bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
     uint8_t event;                 /* what the last callback found */
@@ -156,6 +156,8 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
  * H1RESP_ERROR if the message was cut short. */
 int h1resp_eof(struct h1_response *p);
 void h1resp_free(struct h1_response *p);
+/* Refuses the response: error becomes what, then detail if not NULL (copied). */
+void h1resp_fail(struct h1_response *p, const char *what, const char *detail);
 
 /* h2client.c: HTTP/2 on an upstream connection (h2c, or h2 over TLS), one exchange
  * at a time.  h2up_open gives uc a client session (SETTINGS queued); h2up_submit queues

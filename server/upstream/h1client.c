@@ -272,7 +272,8 @@ void h1resp_fail(struct h1_response *p, const char *what, const char *detail)
         return;
     }
     memcpy(p->error_text, what, wl);
-    memcpy(p->error_text + wl, detail, dl);
+    if (dl)
+        memcpy(p->error_text + wl, detail, dl);
     p->error_text[wl + dl] = 0;
     p->error = p->error_text;
 }

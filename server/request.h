@@ -95,8 +95,9 @@ const struct config *req_config(const struct request *r);
 const struct location *req_location(const struct request *r);
 void req_set_location(struct request *r, const struct location *loc);
 /* The client, as a trusted proxy named it: req_peer and req_peer_address say it from
- * here on (logs, access rules, handlers). */
-void req_set_client(struct request *r, const struct sockaddr *sa);
+ * here on (logs, access rules, handlers).  -1 without memory: the request must not go on
+ * as if the proxy were the client. */
+int req_set_client(struct request *r, const struct sockaddr *sa);
 const struct sockaddr *req_client(const struct request *r);
 /* Caps the request body at max bytes: -1 if the announced length (or what came) is over it;
  * else a body that grows past it is dropped, req_read_body fails and
@@ -194,9 +195,9 @@ uint64_t req_bytes_sent(const struct request *r);       /* response body bytes s
 struct req_upstream {
     const char *addr;              /* the last server tried, "addr:port" or "unix:path", or NULL:
                                       its configuration's text, which the request holds */
-    int status;                    /* its response's status, 0 if none */
     double connect_time, header_time, response_time;   /* seconds from the first try; -1 none */
     char *error;                   /* why it failed (freed with the request), or NULL */
+    int status;                    /* its response's status, 0 if none */
     uint8_t tries;
 };
 struct req_upstream *req_upstream(struct request *r);  /* allocated on first call; NULL without memory */

@@ -64,6 +64,12 @@ f=$(curl -s -H 'X-Forwarded-For: 10.9.8.7' -H 'Forwarded: for=10.9.8.7' -H 'Via:
       -H 'Foo: dropped' -H 'Keep-Alive: timeout=1' -H 'TE: trailers' "http://127.0.0.1:$P/fields?q=1")
 case "$f" in *"host=127.0.0.1:$P|"*"xff=10.9.8.7, 127.0.0.1|xfp=http|xfh=127.0.0.1:$P|fwd=for=10.9.8.7, for=127.0.0.1;proto=http;host=\"127.0.0.1:$P\"|via=1.0 corp, 1.1 h2park|"*"conn=|ka=|te=|foo=|"*"uri=/fields?q=1|"*) r=0 ;; *) r=1 ;; esac
 check fields_forwarded_and_hop_by_hop_removed $r "$f"
+# HPACK to an HTTP/2 client: the Via the proxy adds to every response is sent
+# never-indexed, as the date is: entered in the client's table it would be memory (150
+# bytes) every parked client connection keeps, to save 9 bytes a response.
+f=$($PY "$HERE/h2fields.py" "$P" /index.html)
+echo "$f" | $PY -c 'import re, sys; e1, e2, never = re.match(r"entries=(\d+)/(\d+) bytes=\d+/\d+ never=(\S+)$", sys.stdin.read().strip()).groups(); assert e1 == e2 and "via" in never.split(","), never'
+check h2_via_never_indexed $? "$f"
 f=$(curl -sk --http2 -H 'cookie: a=1' -H 'cookie: b=2' "https://127.0.0.1:$T/fields")
 case "$f" in *"xfp=https|"*"via=2.0 h2park|cookie=a=1; b=2|"*) r=0 ;; *) r=1 ;; esac
 check h2_cookies_joined_proto_https $r "$f"
@@ -208,7 +214,7 @@ check longpoll_200_handlers_parked $? "${ph:-0} handlers parked, ${phb:-0} bytes
 echo "# 200 long polls waiting upstream: ${ph:-0} handlers parked, $(( ${phb:-0} / (${ph:-1} > 0 ? ${ph:-1} : 1) )) bytes of frames each"
 # What a waiting long poll holds in all - its client connection, request, exchange and
 # upstream connection, the handler's frames - counted in heap bytes, which do not vary
-# from run to run as RSS does: 2,690 bytes here, 3,106 with the upstream's record, the
+# from run to run as RSS does: 2,642 bytes here, 3,106 with the upstream's record, the
 # response parser's error text and the steps' locals kept while waiting.
 # (Sanitizer builds lay frames out with redzones of their own: there, only some.)
 per_poll=$(( (${heap_waiting:-0} - ${heap_idle:-0}) / 200 )) per_poll_max=2900
@@ -216,6 +222,33 @@ per_poll=$(( (${heap_waiting:-0} - ${heap_idle:-0}) / 200 )) per_poll_max=2900
 [ "$per_poll" -gt 0 ] && [ "$per_poll" -le $per_poll_max ]
 check longpoll_heap_per_waiting_request $? "$per_poll bytes (${heap_idle:-?} -> ${heap_waiting:-?})"
 echo "# ... $per_poll heap bytes each, all told"
+# HTTP/2 clients whose long polls waited together, then idle on their connections: the
+# streams are gone and leave no holes among what the connections keep.  A stream shares no
+# size class with nghttp2's HPACK tables (two of 1,024 bytes per connection); when it did,
+# the spans the waiting streams had filled stayed resident: 930 bytes per idle connection.
+printf '0.0\thttp://127.0.0.1:%s/longpoll?s=50\n600000.0\thttp://127.0.0.1:%s/ok\n' "$P" "$P" > "$TMP/lp-timing.txt"
+timeout 120 h2load -c 200 -t 1 --timing-script-file="$TMP/lp-timing.txt" "http://127.0.0.1:$P" > "$TMP/lp-h2load.out" 2>&1 &
+LPH2=$!; PIDS="$PIDS $LPH2"
+for i in $(seq 1 400); do
+  ph=$(stat_of parked_handlers); [ "${ph:-0}" -ge 200 ] && break
+  sleep 0.1
+done
+curl -s -o /dev/null "http://127.0.0.1:$AIO/release"
+for i in $(seq 1 100); do
+  [ "$(stat_of parked_handlers)" = 0 ] && [ "$(stat_of handler_coroutines)" = 0 ] && break
+  sleep 0.1
+done
+sleep 0.5
+holes=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$P/-/stats?classes" | $PY -c '
+import json, sys
+d = json.load(sys.stdin)
+c = [k for k in d["classes"] if k["size"] == 1024]
+print((c[0]["resident"] - 1024 * c[0]["objects"]) // max(d["conns"] - 1, 1) if c else 0, d["conns"], c[0]["objects"] if c else 0)')
+kill $LPH2 2>/dev/null; wait $LPH2 2>/dev/null
+set -- $holes
+[ "${ph:-0}" -ge 200 ] && [ "${2:-0}" -ge 200 ] && [ "${1:-999}" -le 256 ]
+check h2c_idle_after_waiting_burst_no_holes $? "${1:-?} free bytes of class 1024 per idle connection (${2:-?} connections, ${3:-?} objects; ${ph:-0} waited)"
+echo "# ... ${1:-?} free bytes of class 1024 per idle connection after 200 waited together"
 stop_daemon
 
 # ---- faults ----

@@ -67,8 +67,8 @@ void https_redirect(struct request *r, const struct site *site, const char *host
 void listing_serve(struct request *r, int fd, const char *path, bool show_dotfiles);
 
 /* realip.c: the client a trusted proxy names in the configured header, if the peer is
- * one (real_ip_from); the request's client becomes it. */
-void realip_apply(struct request *r);
+ * one (real_ip_from); the request's client becomes it.  -1 without memory. */
+int realip_apply(struct request *r);
 /* The rule itself, for a peer (16-byte form) and the header's values in order: true
  * and *out if a trusted chain names another client. */
 bool realip_resolve(const struct config *c, const uint8_t peer[16], const char *const *values, size_t n,

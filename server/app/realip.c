@@ -227,19 +227,20 @@ bool realip_resolve(const struct config *c, const uint8_t peer[16], const char *
     return found;
 }
 
-void realip_apply(struct request *r)
+int realip_apply(struct request *r)
 {
     const struct config *c = req_config(r);
     static const char *const names[] = { "x-forwarded-for", "forwarded", "x-real-ip" };
     const char *name = names[c->real_ip_header];
     uint8_t peer[16];
     if (!net_address(req_client(r), peer))
-        return;
+        return 0;
     /* The last lines: a proxy that adds its own line (haproxy's option forwardfor) adds
      * it at the end, after any number a client sent. */
     const char *values[16];
     size_t n = req_header_values(r, name, values, 16);
     struct sockaddr_storage client;
     if (realip_resolve(c, peer, values, n, &client))
-        req_set_client(r, (struct sockaddr *)&client);
+        return req_set_client(r, (struct sockaddr *)&client);
+    return 0;
 }

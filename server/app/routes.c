@@ -149,8 +149,8 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
     const struct site *site = one_site ? t->dflt : site_for_host(t, host, (size_t)hl);
     if (misdirected(r, t, site, host, (size_t)hl))
         return answered(app_error(r, 421));
-    if (cfg->nreal_ip_from)
-        realip_apply(r);
+    if (cfg->nreal_ip_from && realip_apply(r))
+        return answered(app_error(r, 503));
     bool dotted;
     int pl = path_decode(req_target(r), path, sizeof path - 16, &dotted);
     bool bad_path = pl < 0;

@@ -137,8 +137,8 @@ struct h1_conn {
 static const llhttp_settings_t parser_settings;   /* below, after its callbacks */
 extern const struct request_ops h1_request_ops;
 
-/* What a waiting HTTP/1.1 request holds beside its connection: keep it in the 576-byte class. */
-_Static_assert(sizeof(struct h1_request) <= 576, "struct h1_request outgrew its size class");
+/* What a waiting HTTP/1.1 request holds beside its connection: keep it in the 512-byte class. */
+_Static_assert(sizeof(struct h1_request) <= 512, "struct h1_request outgrew its size class");
 
 static struct h1_conn *H(const struct conn *c) { return c->proto_state; }
 static struct h1_request *R(struct request *r) { return container_of(r, struct h1_request, r); }

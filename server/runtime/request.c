@@ -1095,7 +1095,7 @@ const char *req_peer(const struct request *r)
     if (!r->client_set)
         return conn_peer(r->c);
     static __thread char text[64];
-    sockaddr_text(&r->client.sa, text, sizeof text);
+    sockaddr_text(&r->extra->client.sa, text, sizeof text);
     return text;
 }
 
@@ -1104,23 +1104,28 @@ const char *req_peer_address(const struct request *r)
     if (!r->client_set)
         return conn_peer_address(r->c);
     static __thread char text[INET6_ADDRSTRLEN];
-    const void *a = r->client.sa.sa_family == AF_INET ? (const void *)&r->client.in.sin_addr
-                                                      : (const void *)&r->client.in6.sin6_addr;
-    if (!inet_ntop(r->client.sa.sa_family, a, text, sizeof text))
+    const struct sockaddr *sa = &r->extra->client.sa;
+    const void *a = sa->sa_family == AF_INET ? (const void *)&r->extra->client.in.sin_addr
+                                             : (const void *)&r->extra->client.in6.sin6_addr;
+    if (!inet_ntop(sa->sa_family, a, text, sizeof text))
         snprintf(text, sizeof text, "-");
     return text;
 }
 
-const struct sockaddr *req_client(const struct request *r) { return r->client_set ? &r->client.sa : &r->c->peer.sa; }
+const struct sockaddr *req_client(const struct request *r) { return r->client_set ? &r->extra->client.sa : &r->c->peer.sa; }
 const struct sockaddr *req_peer_sockaddr(const struct request *r) { return &r->c->peer.sa; }
 
-void req_set_client(struct request *r, const struct sockaddr *sa)
+int req_set_client(struct request *r, const struct sockaddr *sa)
 {
-    size_t n = sa->sa_family == AF_INET ? sizeof r->client.in : sa->sa_family == AF_INET6 ? sizeof r->client.in6 : 0;
+    size_t n = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : 0;
     if (!n)
-        return;
-    memcpy(&r->client, sa, n);
+        return 0;
+    struct request_extra *e = extra(r);
+    if (!e)
+        return -1;
+    memcpy(&e->client, sa, n);
     r->client_set = true;
+    return 0;
 }
 
 bool req_is_tls(const struct request *r) { return r->c->tls; }

@@ -55,9 +55,10 @@ struct request_set {
 };
 
 /* Every open exchange holds one, waiting ones included: the order (and the bit-fields)
- * keep it at 528 bytes (its configuration, location and the client a trusted proxy named
- * included; what only a proxied request needs is in its extra), so the HTTP/1.1 request
- * that embeds it takes the 576-byte class. */
+ * keep it at 496 bytes (its configuration and location included; what only a proxied
+ * request or one behind a trusted proxy needs is in its extra), so an HTTP/2 stream with
+ * room for a small head fits the 896-byte class and the HTTP/1.1 request that embeds it
+ * the 512-byte one. */
 struct request {
     struct conn *c;
     const struct request_ops *ops;
@@ -73,7 +74,8 @@ struct request {
     uint8_t waited_ticks;                 /* worker ticks seen since it began to wait */
     uint8_t protocol;                     /* enum req_protocol */
     bool queued;                          /* in the set's runnable */
-    bool responded;                       /* head submitted */
+    uint8_t host_len;                     /* host_length(authority), if host_checked */
+    bool responded : 1;                   /* head submitted */
     bool out_eof : 1, sent_all : 1;       /* body ended; all of it sent */
     bool too_large : 1;                   /* the head passed max_header_list_size */
     bool body_eof : 1;                    /* the request body ended */
@@ -84,6 +86,8 @@ struct request {
     bool upgrade_offered : 1;             /* the front end can tunnel it (req_upgrade) */
     bool tunnel : 1;                      /* answered 101: a tunnel both ways */
     bool host_checked : 1;                /* host_len is the authority's host (the front end measured it) */
+    bool body_over : 1;                   /* past body_max: the rest is dropped */
+    bool client_set : 1;                  /* a trusted proxy named the client (extra->client) */
     uint16_t nresp;                       /* response fields in resp */
     /* Room the front end allocated with the request (request_set_store), store_off bytes
      * after it: the head, then the response fields, live there while they fit, and cost
@@ -94,21 +98,13 @@ struct request {
     int status;                           /* of the response */
     uint32_t known[KF_COUNT];             /* where a known field's value starts in hdr, + 1; 0: absent */
     uint32_t nfields, header_bytes;
+    uint32_t outb_off;
     const char *method, *target, *authority;
     int64_t content_length;
     struct buf body;                      /* received, not yet read by the handler */
     uint32_t body_off;                    /* (body holds at most a stream window) */
-    uint32_t outb_off;
     /* The response: its fields (request_resp_field reads them), and the body's source. */
     uint64_t body_max, body_seen;         /* the body limit (0: none) and the bytes received */
-    bool body_over;                       /* past body_max: the rest is dropped */
-    bool client_set;                      /* a trusted proxy named the client */
-    uint8_t host_len;                     /* host_length(authority), if host_checked */
-    union {
-        struct sockaddr sa;
-        struct sockaddr_in in;
-        struct sockaddr_in6 in6;
-    } client;
     struct buf resp;
     int64_t out_length;                   /* >= 0, BODY_STREAM or BODY_NONE */
     struct buf outb;                      /* written by the handler, not yet sent */
@@ -128,13 +124,19 @@ struct request {
 
 /* What only some requests need, allocated on first use and freed with the request: the
  * watcher of req_wait_fd (a handler waiting on a descriptor of its own, the reverse
- * proxy's upstream socket) and what a proxied request's upstream did.  Being here, not in
+ * proxy's upstream socket), what a proxied request's upstream did, and the client a trusted
+ * proxy named.  Being here, not in
  * the handler's frames, it stays reachable while the handler is parked. */
 struct request_extra {
     ev_io fd_wait;                        /* started only while it waits */
     ev_io *waiting_on;                    /* fd_wait, or req_wait_io's watcher, while it waits */
     uint8_t fd_events;                    /* req_wait_fd: what it waits for, then what came */
     bool has_upstream;
+    union {                               /* the client a trusted proxy named (client_set) */
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } client;
     struct req_upstream upstream;
     struct buf trailers;                  /* req_end_with_trailers: name\0value\0 pairs, names lower case */
     struct buf *park_frees;               /* req_park_frees: the handler's buffer, or NULL */

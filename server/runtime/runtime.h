@@ -55,7 +55,7 @@ struct request_set {
 };
 
 /* Every open exchange holds one, waiting ones included: the order (and the bit-fields)
- * keep it at 496 bytes (its configuration and location included; what only a proxied
+ * keep it at 504 bytes (its configuration and location included; what only a proxied
  * request or one behind a trusted proxy needs is in its extra), so an HTTP/2 stream with
  * room for a small head fits the 896-byte class and the HTTP/1.1 request that embeds it
  * the 512-byte one. */
@@ -114,7 +114,7 @@ struct request {
     struct body_source src;
     uint64_t bytes_sent;
     ev_timer timer;                       /* the nearest of wake_at and the deadlines */
-    struct request_extra *extra;          /* req_wait_fd's watcher, the upstream's record; or NULL */
+    struct request_extra *extra;          /* req_wait_fd's watcher, the upstream's record, the client; or NULL */
     ev_tstamp wake_at;                    /* when req_sleep ends, or 0 */
     ev_tstamp in_progress;                /* request body last arrived or was all read */
     ev_tstamp out_progress;               /* response data last went out or became ready */

@@ -210,7 +210,7 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
  * is parked.  nghttp2 already leaves out etag, location and content-length.  The Via a
  * proxied response gets repeats, but its entry would cost every parked client
  * connection 150 bytes to save 9 bytes a response. */
-static bool unique_value(const char *name, size_t len)
+static bool never_indexed(const char *name, size_t len)
 {
     switch (len) {
     case 3: return !memcmp(name, "via", 3);
@@ -237,7 +237,7 @@ static int stream_respond(struct request *r)
     struct resp_field f;
     for (size_t off = 0; n < MAX_RESPONSE_HEADERS + 1 && request_resp_field(r, &off, &f);)
         nv[n++] = (nghttp2_nv){ (uint8_t *)(uintptr_t)f.name, (uint8_t *)(uintptr_t)f.value, f.nlen, f.vlen,
-                                NV_NO_COPY | (unique_value(f.name, f.nlen) ? NGHTTP2_NV_FLAG_NO_INDEX : 0) };
+                                NV_NO_COPY | (never_indexed(f.name, f.nlen) ? NGHTTP2_NV_FLAG_NO_INDEX : 0) };
     if (r->tunnel) {                /* a 101's upgrade field: HTTP/2 says it with the 200 (RFC 8441) */
         size_t kept = 1;
         for (size_t i = 1; i < n; i++)

@@ -1104,10 +1104,10 @@ const char *req_peer_address(const struct request *r)
     if (!r->client_set)
         return conn_peer_address(r->c);
     static __thread char text[INET6_ADDRSTRLEN];
-    const struct sockaddr *sa = &r->extra->client.sa;
-    const void *a = sa->sa_family == AF_INET ? (const void *)&r->extra->client.in.sin_addr
-                                             : (const void *)&r->extra->client.in6.sin6_addr;
-    if (!inet_ntop(sa->sa_family, a, text, sizeof text))
+    const struct request_extra *e = r->extra;
+    const void *a = e->client.sa.sa_family == AF_INET ? (const void *)&e->client.in.sin_addr
+                                                      : (const void *)&e->client.in6.sin6_addr;
+    if (!inet_ntop(e->client.sa.sa_family, a, text, sizeof text))
         snprintf(text, sizeof text, "-");
     return text;
 }

@@ -2257,7 +2257,8 @@ long config_max_conns(const struct config *c)
 
 /* The most one handler can hold: its stack, its request headers, the request body it
  * has not read (the stream window: body is acknowledged only as it is read), and the
- * response it got ahead of the peer by (REQUEST_OUTPUT_MAX), with the stream itself. */
+ * response it got ahead of the peer by (REQUEST_OUTPUT_MAX), with the stream itself.
+ * (Wide output, up to REQUEST_OUTPUT_WIDE, comes from a budget of its own per worker.) */
 size_t config_handler_worst_bytes(const struct config *c)
 {
     return c->coro_stack_size + c->max_header_list_size + c->initial_window_size + REQUEST_OUTPUT_MAX + 1024;

@@ -29,6 +29,9 @@
 #define MAX_LISTEN 16
 #define OPEN_FILE_SLOTS 256           /* each worker's open-file cache (app/static.c) */
 #define REQUEST_OUTPUT_MAX (64u << 10) /* response bytes a handler may get ahead by (request.c) */
+/* ... or, writing a large body, while its worker's budget lasts (request.c: wide output) */
+#define REQUEST_OUTPUT_WIDE (256u << 10)
+#define REQUEST_OUTPUT_WIDE_BUDGET (64u << 20) /* per worker: all wide outputs' excess together */
 
 struct listen_addr {
     struct sockaddr_storage addr;

@@ -12,6 +12,7 @@ extern const char *const close_reason_names[CLOSED_REASONS];
 struct worker_counters {
     uint64_t conns, parked_conns, serve_coroutines, handler_coroutines;
     uint64_t parked_handlers, parked_handler_bytes;  /* handlers whose stacks went back (runtime/park.c) */
+    uint64_t wide_output_bytes;                    /* of the budget REQUEST_OUTPUT_WIDE_BUDGET (request.c) */
     uint64_t conns_total, streams_total, parks_total, respawns_total, handler_parks_total;
     uint64_t bytes_in, bytes_out;                  /* on the sockets, after TLS */
     uint64_t closed[CLOSED_REASONS];

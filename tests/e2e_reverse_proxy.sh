@@ -60,6 +60,23 @@ proxy_to() { # NAME ADDR [more config lines]
 # ---- nginx: files, fields, keep-alive ----
 proxy_to ng "127.0.0.1:$NG"
 check_file_to_every_client nginx_file_3MiB /three.bin "$TMP/www/three.bin"
+# A large body is read from the upstream 256 KiB at a time (wide output) while the
+# worker's budget for it lasts: 200 HTTP/2 streams whose clients open no flow-control
+# window, each holding a 3 MiB response, take no more than the budget's 64 MiB of it (170
+# shares of 384 KiB), and it all comes back when their clients go.
+share=$(( 2 * (256 - 64) << 10 )); full=$(( (64 << 20) / share * share ))
+mkfifo "$TMP/stall.in"
+$PY "$HERE/h2_stalled_streams.py" "$P" /three.bin 2 100 < "$TMP/stall.in" > "$TMP/stall.out" 2>&1 & STALL=$!
+exec 7> "$TMP/stall.in"
+for i in $(seq 1 600); do grep -q "heads\|closed" "$TMP/stall.out" && break; sleep 0.1; done
+for i in $(seq 1 50); do w=$(stat_of wide_output_bytes); [ "${w:-0}" -ge $full ] && break; sleep 0.1; done
+sleep 0.3; w=$(stat_of wide_output_bytes)
+[ "$(cat "$TMP/stall.out")" = "heads 200" ] && [ "${w:-0}" = $full ]
+check wide_output_within_budget $? "$(cat "$TMP/stall.out"); wide_output_bytes ${w:-none}, the budget's full shares $full"
+exec 7>&-
+wait $STALL
+wait_stat wide_output_bytes 0
+check wide_output_budget_given_back $? "wide_output_bytes $(stat_of wide_output_bytes) after the clients left"
 f=$(curl -s -H 'X-Forwarded-For: 10.9.8.7' -H 'Forwarded: for=10.9.8.7' -H 'Via: 1.0 corp' -H 'Connection: foo' \
       -H 'Foo: dropped' -H 'Keep-Alive: timeout=1' -H 'TE: trailers' "http://127.0.0.1:$P/fields?q=1")
 case "$f" in *"host=127.0.0.1:$P|"*"xff=10.9.8.7, 127.0.0.1|xfp=http|xfh=127.0.0.1:$P|fwd=for=10.9.8.7, for=127.0.0.1;proto=http;host=\"127.0.0.1:$P\"|via=1.0 corp, 1.1 h2park|"*"conn=|ka=|te=|foo=|"*"uri=/fields?q=1|"*) r=0 ;; *) r=1 ;; esac

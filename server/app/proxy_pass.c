@@ -11,7 +11,9 @@
  * faster than the client takes it), and one piece of request body on its way up.  The
  * rest of a body of known length is read straight into the request's output
  * (req_write_room), never more than is left of it: no copy through the read buffer, and
- * nothing past the response is taken from the socket.
+ * nothing past the response is taken from the socket.  Asked for more than
+ * REQUEST_OUTPUT_MAX, that output is wide while the worker's budget lasts: a large body
+ * is read 256 KiB at a time.
  *
  * RFC 9110 section 7.6, as an intermediary: hop-by-hop fields (Connection and the fields
  * it names, Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade) are not
@@ -429,7 +431,7 @@ static bool body_to_output(const struct exchange *x)
 static ssize_t read_body_into_output(struct exchange *x, struct transport *t, size_t *room, enum upstream_failure *why)
 {
     uint64_t left = x->resp.parser.content_length;
-    char *dst = req_write_room(x->r, left < REQUEST_OUTPUT_MAX ? (size_t)left : REQUEST_OUTPUT_MAX, room);
+    char *dst = req_write_room(x->r, left < REQUEST_OUTPUT_WIDE ? (size_t)left : REQUEST_OUTPUT_WIDE, room);
     if (!dst) {
         *why = UF_NONE;              /* the client went away: the body is unfinished */
         return -2;

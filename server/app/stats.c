@@ -97,6 +97,7 @@ static size_t collect(struct figure *f, struct worker_counters *n, struct sc_sta
     f[k++] = (struct figure){ "handler_coroutines", n->handler_coroutines, false, false };
     f[k++] = (struct figure){ "parked_handlers", n->parked_handlers, false, false };
     f[k++] = (struct figure){ "parked_handler_bytes", n->parked_handler_bytes, false, false };
+    f[k++] = (struct figure){ "wide_output_bytes", n->wide_output_bytes, false, false };
     f[k++] = (struct figure){ "stack_inuse_bytes", st->stack_inuse, false, false };
     f[k++] = (struct figure){ "heap_alloc_bytes", st->heap_alloc, false, false };
     f[k++] = (struct figure){ "heap_inuse_bytes", st->heap_inuse, false, false };
@@ -313,6 +314,9 @@ static void metrics(struct request *r)
            (double)n.parked_handlers);
     metric(&b, "h2park_handlers_parked_bytes", "gauge", "Heap bytes parked handlers hold: their live stack frames.",
            (double)n.parked_handler_bytes);
+    metric(&b, "h2park_wide_output_bytes", "gauge",
+           "What requests reading large bodies 256 KiB at a time may buffer beyond 64 KiB (at most 64 MiB a worker).",
+           (double)n.wide_output_bytes);
     metric(&b, "h2park_handler_parks_total", "counter", "Handlers parked.", (double)n.handler_parks_total);
     metric(&b, "h2park_requests_total", "counter", "Requests begun, all protocols.", (double)n.streams_total);
     family(&b, "h2park_responses_total", "counter", "Responses by status class.");

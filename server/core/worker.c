@@ -537,6 +537,7 @@ void workers_sum(struct worker_counters *out)
         out->handler_coroutines += __atomic_load_n(&n->handler_coroutines, __ATOMIC_RELAXED);
         out->parked_handlers += __atomic_load_n(&n->parked_handlers, __ATOMIC_RELAXED);
         out->parked_handler_bytes += __atomic_load_n(&n->parked_handler_bytes, __ATOMIC_RELAXED);
+        out->wide_output_bytes += __atomic_load_n(&n->wide_output_bytes, __ATOMIC_RELAXED);
         out->handler_parks_total += __atomic_load_n(&n->handler_parks_total, __ATOMIC_RELAXED);
         out->conns_total += __atomic_load_n(&n->conns_total, __ATOMIC_RELAXED);
         out->streams_total += __atomic_load_n(&n->streams_total, __ATOMIC_RELAXED);

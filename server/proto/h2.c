@@ -31,6 +31,9 @@
 #include "scalloc.h"
 
 #define OUT_HIGH (64u << 10)
+/* A stream with wide output (a large body, request.c) fills the buffer this far before a
+ * write: as many bytes per system call as the handler may get ahead by. */
+#define OUT_HIGH_WIDE REQUEST_OUTPUT_WIDE
 #define BIG_FRAME (8u << 10)
 #define FRAMES_SHIFT 64
 #define PREFACE_LEN 24
@@ -345,7 +348,8 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     (void)session;
     struct conn *c = user_data;
     struct h2_stream *s = source->ptr;
-    if (conn_out_pending(c) >= OUT_HIGH)
+    size_t high = s->r.wide_out ? OUT_HIGH_WIDE : OUT_HIGH;
+    if (conn_out_pending(c) >= high)
         return NGHTTP2_ERR_WOULDBLOCK;
     size_t pad = frame->data.padlen;
     /* Copied, never sendfile: a payload of at most the peer's frame size (16 KiB) between
@@ -358,7 +362,7 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
     size_t room = 9 + length + pad;
     bool fresh_big = c->sock.out.cap == 0 && length >= BIG_FRAME;
     if (fresh_big)
-        room += OUT_HIGH + FRAMES_SHIFT;
+        room += high + FRAMES_SHIFT;
     if (conn_out_reserve(c, room))
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     /* That buffer is page-aligned, and so is a whole file's data: payloads 9, 18, 27...

@@ -42,6 +42,10 @@
 #include "scalloc.h"
 
 #define OUTB_MAX REQUEST_OUTPUT_MAX
+/* A wide request's share: what its output and its connection's output buffer may hold
+ * beyond REQUEST_OUTPUT_MAX each (h1 hands the output whole to the connection and fills a
+ * new one; an HTTP/2 stream fills the connection's buffer up to REQUEST_OUTPUT_WIDE). */
+#define WIDE_EXTRA (2 * (REQUEST_OUTPUT_WIDE - REQUEST_OUTPUT_MAX))
 #define MAX_FIELDS REQ_RESPONSE_FIELDS_MAX
 #define MAX_LOCATION_FIELDS 30 /* ... and its location adds (the front ends take 100 in all) */
 
@@ -205,6 +209,8 @@ static void release(struct request *r)
     free_buf(r, &r->resp);
     buf_free(&r->body);
     buf_free(&r->outb);
+    if (r->wide_out)
+        counter_add(&c->w->n.wide_output_bytes, -(int64_t)WIDE_EXTRA);
     worker_release_config(c->w, r->hold);
     r->ops->release(r);
 }
@@ -669,18 +675,36 @@ int req_respond_file(struct request *r, int status, const struct header *h, size
     return req_respond_file_with(r, status, NULL, h, n, src, off, len);
 }
 
+/* Wide output: a handler writing a large body (more than REQUEST_OUTPUT_MAX at once) may
+ * get ahead by REQUEST_OUTPUT_WIDE instead, while its worker's budget for the difference
+ * lasts; the request holds its share until it is freed.  The proxy reads an upstream into
+ * this buffer: at 64 KiB a 1 MiB response took sixteen rounds of upstream read, client
+ * write and the wake-ups of both peers, at 256 KiB four, and the proxy's CPU per proxied
+ * 1 MiB fell by a third to a half (loadtest/proxy --cpu --files 1m.bin).  The budget keeps
+ * what max_handlers assumes a handler holds (config_handler_worst_bytes) true but for a
+ * bounded sum per worker, however many clients stop reading large responses. */
+static size_t out_cap(struct request *r, size_t want)
+{
+    uint64_t *held = &r->c->w->n.wide_output_bytes;
+    if (!r->wide_out && want > OUTB_MAX && *held + WIDE_EXTRA <= REQUEST_OUTPUT_WIDE_BUDGET) {
+        counter_add(held, WIDE_EXTRA);
+        r->wide_out = true;
+    }
+    return r->wide_out ? REQUEST_OUTPUT_WIDE : OUTB_MAX;
+}
+
 char *req_write_room(struct request *r, size_t want, size_t *room)
 {
     for (;;) {
         if (gone(r) || !r->responded || r->out_eof || !want)
             return NULL;
-        size_t pending = r->outb.len - r->outb_off;
-        if (pending >= OUTB_MAX) {
+        size_t pending = r->outb.len - r->outb_off, cap = out_cap(r, want);
+        if (pending >= cap) {
             r->ops->output_ready(r);
             wait_for(r, WAIT_WRITE);
             continue;
         }
-        size_t n = OUTB_MAX - pending < want ? OUTB_MAX - pending : want;
+        size_t n = cap - pending < want ? cap - pending : want;
         /* What the front end took is room again: a stream topped up as fast as it is
          * taken never empties, and the buffer would otherwise grow with all it carried. */
         if (r->outb_off && r->outb.len + n > r->outb.cap) {

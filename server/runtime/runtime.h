@@ -88,6 +88,7 @@ struct request {
     bool host_checked : 1;                /* host_len is the authority's host (the front end measured it) */
     bool body_over : 1;                   /* past body_max: the rest is dropped */
     bool client_set : 1;                  /* a trusted proxy named the client (extra->client) */
+    bool wide_out : 1;                    /* holds a share of the worker's wide-output budget */
     uint16_t nresp;                       /* response fields in resp */
     /* Room the front end allocated with the request (request_set_store), store_off bytes
      * after it: the head, then the response fields, live there while they fit, and cost

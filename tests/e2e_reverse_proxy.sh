@@ -77,6 +77,24 @@ exec 7>&-
 wait $STALL
 wait_stat wide_output_bytes 0
 check wide_output_budget_given_back $? "wide_output_bytes $(stat_of wide_output_bytes) after the clients left"
+# HTTP/1.1 over TLS: a client that takes a little at each wake-up (small segments, a small
+# window) never lets the connection's sealed records drain, and the response's output is
+# handed on only once they have: what waits for it stays one output and its records
+# (before, a 256 KiB output was sealed on top of what waited at every wake-up, and three
+# such clients grew the heap by 20 MB in five seconds).
+head -c $((32 << 20)) /dev/urandom > "$TMP/www/big.bin"; chmod a+r "$TMP/www/big.bin"
+h0=$(stat_of heap_alloc_bytes); hmax=$h0
+$PY "$HERE/h1_slow_reader.py" "$T" /big.bin 3 5 > "$TMP/slow.out" 2>&1 & SLOW=$!
+while kill -0 $SLOW 2>/dev/null; do
+  h=$(stat_of heap_alloc_bytes); [ "${h:-0}" -gt "$hmax" ] && hmax=$h
+  sleep 0.25
+done
+wait $SLOW
+got=$(cat "$TMP/slow.out")
+[ "${got:-0}" -gt 1000000 ] 2>/dev/null && [ $(( (hmax - h0) / 3 )) -lt $((1536 << 10)) ]
+check tls_h1_slow_reader_output_bounded $? "read ${got:-?} bytes; heap grew by $(( (hmax - h0) / 3 )) bytes per client at most"
+echo "# slow TLS HTTP/1.1 readers: heap +$(( (hmax - h0) / 3 )) bytes per client at most, ${got:-?} bytes read"
+rm -f "$TMP/www/big.bin"
 f=$(curl -s -H 'X-Forwarded-For: 10.9.8.7' -H 'Forwarded: for=10.9.8.7' -H 'Via: 1.0 corp' -H 'Connection: foo' \
       -H 'Foo: dropped' -H 'Keep-Alive: timeout=1' -H 'TE: trailers' "http://127.0.0.1:$P/fields?q=1")
 case "$f" in *"host=127.0.0.1:$P|"*"xff=10.9.8.7, 127.0.0.1|xfp=http|xfh=127.0.0.1:$P|fwd=for=10.9.8.7, for=127.0.0.1;proto=http;host=\"127.0.0.1:$P\"|via=1.0 corp, 1.1 h2park|"*"conn=|ka=|te=|foo=|"*"uri=/fields?q=1|"*) r=0 ;; *) r=1 ;; esac

@@ -881,8 +881,11 @@ static int write_body(struct conn *c, struct h1_request *r)
     if (transport_sends_files(&c->sock) && !r->chunked && !c->sock.file && request_out_file(&r->r, c))
         return 0;
     /* A body of known length written by the handler goes out in the buffer it was written
-     * to, when nothing is queued before it (a large proxied response: no second copy). */
-    if (!r->chunked && !c->sock.file && request_out_give(&r->r, &c->sock.out, &c->sock.out_off))
+     * to, when nothing is queued before it (a large proxied response: no second copy).
+     * Nothing means no sealed TLS records either: those outlive the plaintext they came
+     * from, and a buffer given on top of them each time the socket took some would grow
+     * them for as long as a slow reader kept taking less than a buffer per wake-up. */
+    if (!r->chunked && !c->sock.file && !conn_out_pending(c) && request_out_give(&r->r, &c->sock.out, &c->sock.out_off))
         return 0;
     size_t avail;
     while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {

@@ -71,7 +71,7 @@ static inline bool under_valgrind(void)
 #endif
 
 #define PAINT_BYTE 0xA5
-#define GUARD_CACHE_MAX 64
+#define STACK_CACHE_BYTES (32u << 20)
 
 /* What a coroutine needs beyond a stack and a canary: each is a flag so that the
  * common coroutine pays one test for all of them when it is released. */
@@ -127,7 +127,7 @@ struct coro_parked {
 
 /* Per-thread counters, summed by coro_read_counters: written only by their thread. */
 struct counters {
-    uint64_t live, created, stack_bytes, parked, parked_bytes, parks;
+    uint64_t live, created, stack_bytes, parked, parked_bytes, parks, cached_bytes;
     struct counters *next;
     bool registered;
 };
@@ -139,9 +139,24 @@ __thread coro *coro_running = &thread_stack;
 static __thread struct counters counters;
 /* The heap's real size for the stack size last asked (sc_roundup), per thread. */
 static __thread size_t rounded_for, rounded;
-static __thread void *guard_cache[GUARD_CACHE_MAX];
-static __thread unsigned guard_cached;
-static __thread size_t guard_cached_size;
+/* Freed stacks kept for the thread's next coroutines, as Go's runtime keeps freed stacks
+ * in a per-P cache until its next collection.  A server that runs a coroutine per request
+ * frees a stack per request; given back to the heap, a stack is released to the OS a few
+ * milliseconds after it idles (once the heap idles more than it keeps), and the next
+ * coroutine faulted its pages in again: with a thousand proxied requests in flight, 0.46
+ * page faults per request and 5.5% of the daemon's CPU time in faults and madvise.  Here a
+ * freed stack waits, as it is, for the next coroutine of the same size and guard: up to
+ * STACK_CACHE_BYTES of them (1024 stacks of the default 32 KiB), linked through their
+ * canary word, until coro_trim_stacks gives them back: those no coroutine took since its
+ * last call (the daemon calls it every worker tick, so a stack waits 1 to 2 s at most), or
+ * all (at a scavenge, and when the thread exits).  Every stack kept was in use a moment
+ * before: the cache delays giving memory back by a tick or two.  A guarded stack keeps its
+ * protection while it waits, so its mprotect calls are paid once per stack. */
+static __thread void *stack_cache;
+static __thread unsigned stacks_cached;
+static __thread size_t stack_cache_size;
+static __thread bool stack_cache_guarded;
+static __thread unsigned stack_cache_low;      /* the fewest cached since the last trim */
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct counters *registry;
@@ -158,12 +173,11 @@ static void bump(uint64_t *ctr, int64_t delta)
     __atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + (uint64_t)delta, __ATOMIC_RELAXED);
 }
 
-static void flush_guard_cache(void);
 
 static void thread_exit(void *arg)
 {
     struct counters *c = arg;
-    flush_guard_cache();
+    coro_trim_stacks(false);
     pthread_mutex_lock(&registry_lock);
     exited.created += c->created;
     exited.live += c->live;
@@ -219,6 +233,7 @@ void coro_read_counters(struct coro_counters *out)
     out->parked = exited.parked;
     out->parked_bytes = exited.parked_bytes;
     out->parks = exited.parks;
+    out->cached_stack_bytes = 0;   /* a thread gives its cache back as it exits */
     for (struct counters *c = registry; c; c = c->next) {
         out->live += __atomic_load_n(&c->live, __ATOMIC_RELAXED);
         out->created += __atomic_load_n(&c->created, __ATOMIC_RELAXED);
@@ -226,6 +241,7 @@ void coro_read_counters(struct coro_counters *out)
         out->parked += __atomic_load_n(&c->parked, __ATOMIC_RELAXED);
         out->parked_bytes += __atomic_load_n(&c->parked_bytes, __ATOMIC_RELAXED);
         out->parks += __atomic_load_n(&c->parks, __ATOMIC_RELAXED);
+        out->cached_stack_bytes += __atomic_load_n(&c->cached_bytes, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&registry_lock);
     out->deepest = atomic_load_explicit(&deepest_seen, memory_order_relaxed);
@@ -253,16 +269,83 @@ static size_t os_page(void)
     return page;
 }
 
+/* Where a stack's canary word is: its lowest usable word, above the guard page if any. */
+static void **cache_link(void *mem, bool guarded)
+{
+    return (void **)((char *)mem + (guarded ? os_page() : 0));
+}
+
+static void *cached_stack(size_t size, bool guarded)
+{
+    if (!stacks_cached || stack_cache_size != size || stack_cache_guarded != guarded)
+        return NULL;
+    void *mem = stack_cache;
+    stack_cache = *cache_link(mem, guarded);
+    if (--stacks_cached < stack_cache_low)
+        stack_cache_low = stacks_cached;
+    bump(&counters.cached_bytes, -(int64_t)size);
+    return mem;
+}
+
+static void stack_free(void *mem, size_t size, bool guarded)
+{
+#if CORO_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(mem, size);
+#else
+    (void)size;
+#endif
+    if (guarded)
+        mprotect(mem, os_page(), PROT_READ | PROT_WRITE);
+    sc_stack_free(mem);
+}
+
+/* Kept for the next coroutine if the cache has room and holds stacks like it (a
+ * change of size or guard empties it: the old kind will not be asked for again). */
+static void cache_stack(void *mem, size_t size, bool guarded)
+{
+    if (stacks_cached && (stack_cache_size != size || stack_cache_guarded != guarded))
+        coro_trim_stacks(false);
+    if ((stacks_cached + 1) * size > STACK_CACHE_BYTES) {
+        stack_free(mem, size, guarded);
+        return;
+    }
+    stack_cache_size = size;
+    stack_cache_guarded = guarded;
+    void **link = cache_link(mem, guarded);
+    *link = stack_cache;
+    stack_cache = mem;
+    stacks_cached++;
+    bump(&counters.cached_bytes, (int64_t)size);
+#if CORO_ASAN
+    /* Out of bounds while it waits, as it would be back in the heap. */
+    ASAN_POISON_MEMORY_REGION(link + 1, (uintptr_t)mem + size - (uintptr_t)(link + 1));
+#endif
+}
+
+void coro_trim_stacks(bool unused_only)
+{
+    for (unsigned n = unused_only ? stack_cache_low : stacks_cached; n; n--) {
+        void *mem = stack_cache;
+#if CORO_ASAN
+        ASAN_UNPOISON_MEMORY_REGION(cache_link(mem, stack_cache_guarded), sizeof(void *));
+#endif
+        stack_cache = *cache_link(mem, stack_cache_guarded);
+        stacks_cached--;
+        bump(&counters.cached_bytes, -(int64_t)stack_cache_size);
+        stack_free(mem, stack_cache_size, stack_cache_guarded);
+    }
+    stack_cache_low = stacks_cached;
+}
+
 /* Guard mode: whole pages from the heap's large path (page-aligned), lowest page
- * protected, kept protected in the cache while they wait for the next coroutine. */
+ * protected. */
 static void *guarded_stack_alloc(size_t size)
 {
-    if (guard_cached && guard_cached_size == size)
-        return guard_cache[--guard_cached];
-    if (guard_cached_size != size)
-        flush_guard_cache();
+    void *mem = cached_stack(size, true);
+    if (mem)
+        return mem;
     size_t alloc = size < 40u << 10 ? 40u << 10 : size;   /* above 32 KiB: page-aligned */
-    void *mem = sc_stack_alloc(alloc);
+    mem = sc_stack_alloc(alloc);
     if (!mem)
         return NULL;
     if (mprotect(mem, os_page(), PROT_NONE)) {
@@ -270,26 +353,6 @@ static void *guarded_stack_alloc(size_t size)
         return NULL;
     }
     return mem;
-}
-
-static void guarded_stack_free(void *mem, size_t size)
-{
-    if (guard_cached < GUARD_CACHE_MAX && (guard_cached == 0 || guard_cached_size == size)) {
-        guard_cached_size = size;
-        guard_cache[guard_cached++] = mem;
-        return;
-    }
-    mprotect(mem, os_page(), PROT_READ | PROT_WRITE);
-    sc_stack_free(mem);
-}
-
-static void flush_guard_cache(void)
-{
-    while (guard_cached) {
-        void *mem = guard_cache[--guard_cached];
-        mprotect(mem, os_page(), PROT_READ | PROT_WRITE);
-        sc_stack_free(mem);
-    }
 }
 
 coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
@@ -312,12 +375,18 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
             rounded_for = stack_size;
             rounded = sc_roundup(stack_size);
         }
-        mem = sc_stack_alloc(stack_size);
         mem_size = rounded;
+        mem = cached_stack(mem_size, false);
+        if (!mem)
+            mem = sc_stack_alloc(stack_size);
         lo = (uintptr_t)mem;
     }
     if (!mem)
         return NULL;
+#if CORO_ASAN
+    /* A cached stack may keep the poisoned redzones of its last coroutine's frames. */
+    ASAN_UNPOISON_MEMORY_REGION((void *)lo, (uintptr_t)mem + mem_size - lo);
+#endif
     uintptr_t hi = ((uintptr_t)mem + mem_size - sizeof(coro)) & ~(uintptr_t)63;
     coro *c = (coro *)hi;
     c->canary = (uint64_t *)lo;
@@ -413,7 +482,7 @@ static void release(coro *c)
     bump(&counters.live, -1);
     bump(&counters.stack_bytes, -(int64_t)c->mem_size);
     if (__builtin_expect(!c->flags, 1)) {
-        sc_stack_free(c->mem);
+        cache_stack(c->mem, c->mem_size, false);
         return;
     }
     if (c->flags & CORO_PAINTED)
@@ -422,10 +491,7 @@ static void release(coro *c)
     if (c->flags & CORO_VALGRIND_STACK)
         VALGRIND_STACK_DEREGISTER(c->vg_stack);
 #endif
-    if (c->flags & CORO_GUARDED)
-        guarded_stack_free(c->mem, c->mem_size);
-    else
-        sc_stack_free(c->mem);
+    cache_stack(c->mem, c->mem_size, c->flags & CORO_GUARDED);
 }
 
 /* Protocol: the coroutine side hands its yielded or returned value over through the

@@ -82,8 +82,14 @@ struct coro_counters {
     uint64_t parked;           /* parked now (coro_park) */
     uint64_t parked_bytes;     /* heap bytes they hold */
     uint64_t parks;            /* all time */
+    uint64_t cached_stack_bytes;   /* finished coroutines' stacks kept (coro_trim_stacks) */
 };
 void coro_read_counters(struct coro_counters *out);
+
+/* Gives the calling thread's cached stacks (those of its finished coroutines, kept for
+ * its next ones) back to the heap: if unused_only, those no coroutine took since the
+ * previous call, else all. */
+void coro_trim_stacks(bool unused_only);
 
 /* Which context switch this build uses: "asm-x86_64", "asm-aarch64" or "ucontext". */
 const char *coro_switch_kind(void);

@@ -82,3 +82,23 @@ for parking in on off; do
   check "delay_does_not_hold_other_streams_parking_${parking}" $? "/ took '${slash_ms}' ms; $delay_ok delayed rows; $(tail -3 "$TMP/delay.out")"
   stop_daemon
 done
+
+# The stacks of finished handlers are kept for the next ones, and what no coroutine takes
+# goes back within two worker ticks, scavenge or not (scavenge_interval = 0 here): 300
+# handlers at once, then the stats are polled as they come back.
+printf 'scavenge_interval = 0\n' > "$TMP/noscavenge.conf"
+start_daemon -c "$TMP/noscavenge.conf"
+h2load -c 3 -m 100 -n 300 "http://127.0.0.1:$PORT/-/delay?ms=300" > "$TMP/burst.out" 2>&1
+burst=$(stat_of cached_stack_bytes)
+grep -q '300 succeeded' "$TMP/burst.out" && [ "${burst:-0}" -gt 0 ]
+check stacks_kept_after_burst $? "cached_stack_bytes ${burst:-none} after: $(grep -E '^requests' "$TMP/burst.out")"
+# The polls' own connections and handlers take a stack each and give it back, so one or
+# two stay in use.
+for i in $(seq 1 25); do
+  left=$(stat_of cached_stack_bytes)
+  [ "${left:-$burst}" -le $(( burst / 50 )) ] && break
+  sleep 0.2
+done
+[ "${left:-$burst}" -le $(( burst / 50 )) ]
+check stacks_given_back_within_two_ticks $? "cached_stack_bytes ${left:-none} after up to 5 s, ${burst:-none} right after the burst"
+stop_daemon

@@ -42,7 +42,7 @@ done
 
 [ "$(c2 "$H/-/healthz")" = ok ]; check healthz $? "healthz"
 stats=$(stats_json)
-for f in conns parked_conns coroutines serve_coroutines handler_coroutines stack_inuse_bytes heap_alloc_bytes \
+for f in conns parked_conns coroutines serve_coroutines handler_coroutines stack_inuse_bytes cached_stack_bytes heap_alloc_bytes \
          heap_inuse_bytes heap_sys_bytes heap_released_bytes rss_bytes parking conns_total streams_total parks_total \
          respawns_total workers; do
   printf '%s' "$stats" | grep -q "\"$f\": " || { fail stats_fields "missing $f in $stats"; break; }

@@ -1,5 +1,6 @@
 /* Unit tests of the coroutines: switching, nesting, many suspended coroutines, values
- * in and out, register and floating-point state, stack alignment, release at finish,
+ * in and out, register and floating-point state, stack alignment, release at finish and
+ * the stacks kept for the next coroutines,
  * overflow detection (canary, and guard pages that no frame can step over), parking
  * (frames kept at their addresses, pages given back, a parked stack that nobody may
  * touch), and misuse that must abort naming itself. */
@@ -8,6 +9,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -269,6 +271,52 @@ static void stack_released_at_finish(void)
     CHECK(cb.live == ca.live && cb.stack_bytes == ca.stack_bytes);
 }
 
+/* n coroutines alive at once, each touching 20 KiB of its stack, then all finished. */
+static void batch_of_deep_coroutines(int n);
+
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+/* Finished coroutines' stacks wait, resident, for the thread's next coroutines, and go
+ * back to the heap only when trimmed: all of them, or those no coroutine took since the
+ * previous trim.  Given back at once, a batch of stacks idle for a few milliseconds was
+ * released to the OS by the heap (once the thread's cache trimmed their spans), and the
+ * next batch faulted every page in again. */
+static void finished_stacks_kept_until_trimmed(void)
+{
+    enum { N = 128 };
+    struct coro_counters k;
+    coro_trim_stacks(false);
+    coro_read_counters(&k);
+    CHECK(k.cached_stack_bytes == 0);
+    batch_of_deep_coroutines(N);
+    coro_read_counters(&k);
+    uint64_t stack = k.cached_stack_bytes / N;
+    CHECKF(k.cached_stack_bytes == N * stack && stack >= CORO_MIN_STACK, "%llu bytes cached",
+           (unsigned long long)k.cached_stack_bytes);
+    /* The heap gives back what it holds idle (as it does by itself, a few milliseconds
+     * after its caches trim): not these. */
+    sc_scavenge();
+    long faults = minor_faults();
+    batch_of_deep_coroutines(N);
+    faults = minor_faults() - faults;
+    CHECKF(faults < N / 4 || CHECK_ASAN || CHECK_TSAN, "%ld page faults for %d coroutines on kept stacks", faults, N);
+    coro_trim_stacks(true);        /* every one was taken since the last trim */
+    coro_read_counters(&k);
+    CHECK(k.cached_stack_bytes == N * stack);
+    batch_of_deep_coroutines(N / 4);
+    coro_trim_stacks(true);        /* three quarters stayed unused */
+    coro_read_counters(&k);
+    CHECKF(k.cached_stack_bytes == N / 4 * stack, "%llu bytes cached", (unsigned long long)k.cached_stack_bytes);
+    coro_trim_stacks(false);
+    coro_read_counters(&k);
+    CHECK(k.cached_stack_bytes == 0);
+}
+
 static void *deep(void *arg)
 {
     size_t n = (size_t)arg;
@@ -277,6 +325,18 @@ static void *deep(void *arg)
         big[i] = (char)i;
     coro_yield(NULL);
     return (void *)(uintptr_t)big[0];
+}
+
+static void batch_of_deep_coroutines(int n)
+{
+    coro *cs[256];
+    CHECK(n <= 256);
+    for (int i = 0; i < n; i++) {
+        cs[i] = coro_create(deep, (void *)(size_t)(20u << 10), 0);
+        CHECK(cs[i] && coro_resume(cs[i], NULL));
+    }
+    for (int i = 0; i < n; i++)
+        CHECK(!coro_resume(cs[i], NULL));
 }
 
 static void painting_measures_depth(void)
@@ -681,6 +741,7 @@ int main(void)
     RUN(fp_control_preserved);
     RUN(stack_aligned_at_entry);
     RUN(stack_released_at_finish);
+    RUN(finished_stacks_kept_until_trimmed);
     RUN(painting_measures_depth);
     RUN(guard_pages_reuse_stacks);
     RUN(overflow_detected);

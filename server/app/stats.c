@@ -99,6 +99,9 @@ static size_t collect(struct figure *f, struct worker_counters *n, struct sc_sta
     f[k++] = (struct figure){ "parked_handler_bytes", n->parked_handler_bytes, false, false };
     f[k++] = (struct figure){ "wide_output_bytes", n->wide_output_bytes, false, false };
     f[k++] = (struct figure){ "stack_inuse_bytes", st->stack_inuse, false, false };
+    struct coro_counters cc;
+    coro_read_counters(&cc);
+    f[k++] = (struct figure){ "cached_stack_bytes", cc.cached_stack_bytes, false, false };
     f[k++] = (struct figure){ "heap_alloc_bytes", st->heap_alloc, false, false };
     f[k++] = (struct figure){ "heap_inuse_bytes", st->heap_inuse, false, false };
     f[k++] = (struct figure){ "heap_sys_bytes", st->heap_sys, false, false };
@@ -344,6 +347,11 @@ static void metrics(struct request *r)
     metric(&b, "h2park_sent_bytes_total", "counter", "Bytes written to clients (before TLS).", (double)n.bytes_out);
     metric(&b, "h2park_stack_inuse_bytes", "gauge", "Bytes of heap spans holding coroutine stacks.",
            (double)st.stack_inuse);
+    struct coro_counters cc;
+    coro_read_counters(&cc);
+    metric(&b, "h2park_cached_stack_bytes", "gauge",
+           "Stacks of finished coroutines kept for the next ones (given back after one to two idle seconds).",
+           (double)cc.cached_stack_bytes);
     metric(&b, "h2park_heap_alloc_bytes", "gauge", "Bytes in live heap objects, class- or page-rounded.",
            (double)st.heap_alloc);
     metric(&b, "h2park_heap_inuse_bytes", "gauge", "Bytes in heap spans holding objects.", (double)st.heap_inuse);

@@ -211,6 +211,7 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 static void on_scavenge(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)t, (void)revents;
+    coro_trim_stacks(false);
     sc_scavenge();
 }
 
@@ -245,6 +246,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
             if (c->requests)
                 conn_runtime.tick(c);
         }
+    coro_trim_stacks(true);
     if (worker_tick_hook)
         worker_tick_hook(w->id, now, &w->n);
 }
@@ -406,6 +408,7 @@ static void *worker_main(void *arg)
     adopt(w);
     set_accepting(w, true);
     ev_run(w->loop, 0);
+    coro_trim_stacks(false);
     sc_scavenge();
     atomic_store(&w->exited, true);
     ev_async_send(main_loop, &main_notify);

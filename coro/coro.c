@@ -4,8 +4,12 @@
  *     lo: [guard page, guard mode only][canary][ ...stack... ][struct coro] :hi
  * The canary sits where an overflow lands first and is checked on every switch out of
  * the coroutine; a smashed one aborts naming the coroutine.  In guard mode the lowest
- * page is PROT_NONE and the stack, once protected, is kept in a per-thread cache so the
- * mprotect calls are paid once per stack rather than once per coroutine.
+ * page is PROT_NONE.  A finished coroutine's stack goes to a per-thread cache (LIFO,
+ * linked through the canary word, one size and guard mode at a time) for the next one:
+ * its pages stay resident and its guard protected, so a burst of short coroutines pays
+ * no page faults and no mprotect.  The worker's tick gives back what stayed unused.
+ * Under ASan nothing is cached: a stack goes back through the heap's quarantine, so a
+ * stale pointer into it is reported rather than landing in the next coroutine's frames.
  *
  * resume and yield are inline in coro.h; coro_resume_call and coro_yield_call here are
  * the same protocol for the builds that cannot inline the switch (ASan, ucontext).
@@ -303,6 +307,13 @@ static void stack_free(void *mem, size_t size, bool guarded)
  * change of size or guard empties it: the old kind will not be asked for again). */
 static void cache_stack(void *mem, size_t size, bool guarded)
 {
+#if CORO_ASAN
+    /* Through the heap, whose quarantine keeps it poisoned a while: a stale pointer into a
+     * finished coroutine's stack, or a stale handle, is reported - from the cache, the very
+     * next coroutine would take the stack back whole. */
+    stack_free(mem, size, guarded);
+    return;
+#endif
     if (stacks_cached && (stack_cache_size != size || stack_cache_guarded != guarded))
         coro_trim_stacks(false);
     if ((stacks_cached + 1) * size > STACK_CACHE_BYTES) {
@@ -316,19 +327,12 @@ static void cache_stack(void *mem, size_t size, bool guarded)
     stack_cache = mem;
     stacks_cached++;
     bump(&counters.cached_bytes, (int64_t)size);
-#if CORO_ASAN
-    /* Out of bounds while it waits, as it would be back in the heap. */
-    ASAN_POISON_MEMORY_REGION(link + 1, (uintptr_t)mem + size - (uintptr_t)(link + 1));
-#endif
 }
 
 void coro_trim_stacks(bool unused_only)
 {
     for (unsigned n = unused_only ? stack_cache_low : stacks_cached; n; n--) {
         void *mem = stack_cache;
-#if CORO_ASAN
-        ASAN_UNPOISON_MEMORY_REGION(cache_link(mem, stack_cache_guarded), sizeof(void *));
-#endif
         stack_cache = *cache_link(mem, stack_cache_guarded);
         stacks_cached--;
         bump(&counters.cached_bytes, -(int64_t)stack_cache_size);
@@ -384,7 +388,7 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     if (!mem)
         return NULL;
 #if CORO_ASAN
-    /* A cached stack may keep the poisoned redzones of its last coroutine's frames. */
+    /* A reused stack may keep the poisoned redzones of an earlier coroutine's frames. */
     ASAN_UNPOISON_MEMORY_REGION((void *)lo, (uintptr_t)mem + mem_size - lo);
 #endif
     uintptr_t hi = ((uintptr_t)mem + mem_size - sizeof(coro)) & ~(uintptr_t)63;

@@ -75,7 +75,14 @@ static inline bool under_valgrind(void)
 #endif
 
 #define PAINT_BYTE 0xA5
+#if CORO_ASAN
+/* Nothing cached: a stack goes back through the heap, whose quarantine keeps it poisoned
+ * a while, so a stale pointer into a finished coroutine's stack, or a stale handle, is
+ * reported - from the cache the very next coroutine would take the stack back whole. */
+#define STACK_CACHE_BYTES 0u
+#else
 #define STACK_CACHE_BYTES (32u << 20)
+#endif
 
 /* What a coroutine needs beyond a stack and a canary: each is a flag so that the
  * common coroutine pays one test for all of them when it is released. */
@@ -307,13 +314,6 @@ static void stack_free(void *mem, size_t size, bool guarded)
  * change of size or guard empties it: the old kind will not be asked for again). */
 static void cache_stack(void *mem, size_t size, bool guarded)
 {
-#if CORO_ASAN
-    /* Through the heap, whose quarantine keeps it poisoned a while: a stale pointer into a
-     * finished coroutine's stack, or a stale handle, is reported - from the cache, the very
-     * next coroutine would take the stack back whole. */
-    stack_free(mem, size, guarded);
-    return;
-#endif
     if (stacks_cached && (stack_cache_size != size || stack_cache_guarded != guarded))
         coro_trim_stacks(false);
     if ((stacks_cached + 1) * size > STACK_CACHE_BYTES) {

@@ -22,10 +22,14 @@
 
 /* ---- reading ---- */
 
+/* recv, not read: every transport is a socket (writes are send(2) already), and read(2)
+ * reaches a socket through the generic file layer (vfs_read and its checks, then the
+ * socket's read_iter) where recv(2) goes to it directly: system time per request 9.24
+ * against 9.87 us over h2c at -c 1000 -m 1, 6.91 against 7.12 over HTTP/1.1 at -c 100. */
 static ssize_t plain_read(struct transport *t, void *buf, size_t len)
 {
     for (;;) {
-        ssize_t n = read(t->fd, buf, len);
+        ssize_t n = recv(t->fd, buf, len, 0);
         if (n > 0)
             return n;
         if (n < 0 && errno == EINTR)

@@ -28,6 +28,7 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)loop;
     struct conn *c = w->data;
+    __builtin_prefetch(c->proto_state);     /* the protocol's state: the step's first look (serve.c) */
     if (revents & EV_READ)
         c->input_drained = false;
     conn_wake(c);

@@ -61,7 +61,10 @@ struct conn_proto {
     bool (*timeout)(struct conn *c, int kind);
     void (*shutdown)(struct conn *c);            /* stop: GOAWAY, or close between requests */
     void (*destroy)(struct conn *c);             /* free the protocol's state */
-    void (*trim)(struct conn *c);                /* parked a while: give back dead memory */
+    void (*trim)(struct conn *c);                /* optional: parked a while, give back dead memory */
+    /* Optional: prefetch the state the input will touch first, as a step is about to read
+     * (the read's system call then runs while it comes in from memory). */
+    void (*warm)(const struct conn *c);
 };
 
 struct conn_protocols {

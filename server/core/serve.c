@@ -129,6 +129,12 @@ static enum step step(struct conn *c)
      * upstream's answer wakes the step).  The watcher, level-triggered and watching for
      * input whenever the protocol wants some, says when there is more. */
     bool drained = c->input_drained && !transport_holds_input(&c->sock);
+    /* A parked connection woken by one request has its protocol's state cold in the CPU's
+     * caches (at 1000 connections with one request each, every time): fetched now, it
+     * arrives while the read's system call runs instead of one miss after another once
+     * the protocol starts on the bytes. */
+    if (!drained && c->state == CONN_OPEN && c->proto->warm)
+        c->proto->warm(c);
     for (int round = 1;; round++) {
         bool moved = false;
         while (reads > 0 && !drained && wants_input(c)) {

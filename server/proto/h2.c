@@ -38,6 +38,7 @@
 #define FRAMES_SHIFT 64
 #define PREFACE_LEN 24
 #define MAX_RESPONSE_HEADERS 100
+#define SESSION_WARM_MAX (4u << 10)
 
 struct h2_conn {
     nghttp2_session *session;
@@ -65,6 +66,7 @@ struct h2_conn {
     size_t framebuf_size;
     void *zeroish;                 /* a session table that is all zero when idle */
     size_t zeroish_size;
+    uint32_t session_size;         /* nghttp2's session struct, as allocated (h2_warm) */
 };
 
 struct h2_stream {
@@ -711,6 +713,8 @@ static int h2_start(struct conn *c)
     nghttp2_option_del(options);
     if (failed)
         return -1;
+    size_t session_size = sc_usable_size(h->session);
+    h->session_size = (uint32_t)(session_size < SESSION_WARM_MAX ? session_size : SESSION_WARM_MAX);
     h->in.magic_left = PREFACE_LEN;
     h->glitch_tokens = (float)GLITCH_BURST;
     h->glitch_at = ev_now(c->w->loop);
@@ -808,6 +812,23 @@ static int h2_send(struct conn *c)
 static bool h2_want_read(const struct conn *c) { return nghttp2_session_want_read(H(c)->session); }
 static bool h2_want_write(const struct conn *c) { return H(c)->goaway_pending || nghttp2_session_want_write(H(c)->session); }
 
+/* nghttp2's session struct (3 KiB as allocated: the frame being read, the settings, the
+ * windows, the HPACK contexts, the stream map's header) is what every request's input
+ * goes through first; at 1000 connections with one request each it is cold every time,
+ * and read field by field it cost a miss after a miss (h2c 1 KiB -c 1000 -m 1: user time
+ * 5.62 against 6.29 us per request with it fetched ahead, median of five interleaved
+ * rounds, lower in four of them). */
+static void h2_warm(const struct conn *c)
+{
+    const char *p = (const char *)H(c)->session, *end = p + H(c)->session_size;
+    for (; p < end; p += 256) {     /* four lines a turn: a prefetch past the end never faults */
+        __builtin_prefetch(p);
+        __builtin_prefetch(p + 64);
+        __builtin_prefetch(p + 128);
+        __builtin_prefetch(p + 192);
+    }
+}
+
 static bool h2_finished(const struct conn *c)
 {
     nghttp2_session *s = H(c)->session;
@@ -853,7 +874,7 @@ static void h2_destroy(struct conn *c)
 const struct conn_proto h2_proto = {
     .name = "h2", .start = h2_start, .feed = h2_feed, .send = h2_send, .want_read = h2_want_read,
     .want_write = h2_want_write, .finished = h2_finished, .timeout = h2_timeout, .shutdown = h2_shutdown,
-    .destroy = h2_destroy, .trim = h2_trim,
+    .destroy = h2_destroy, .trim = h2_trim, .warm = h2_warm,
 };
 
 /* HTTP/1.1's Upgrade: h2c (RFC 7540 section 3.2): the session starts from the client's

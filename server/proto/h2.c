@@ -713,8 +713,9 @@ static int h2_start(struct conn *c)
     nghttp2_option_del(options);
     if (failed)
         return -1;
+    /* Whole turns of h2_warm only, so that it never points past the struct's allocation. */
     size_t session_size = sc_usable_size(h->session);
-    h->session_size = (uint32_t)(session_size < SESSION_WARM_MAX ? session_size : SESSION_WARM_MAX);
+    h->session_size = (uint32_t)(session_size < SESSION_WARM_MAX ? session_size : SESSION_WARM_MAX) & ~255u;
     h->in.magic_left = PREFACE_LEN;
     h->glitch_tokens = (float)GLITCH_BURST;
     h->glitch_at = ev_now(c->w->loop);
@@ -820,8 +821,9 @@ static bool h2_want_write(const struct conn *c) { return H(c)->goaway_pending ||
  * rounds, lower in four of them). */
 static void h2_warm(const struct conn *c)
 {
-    const char *p = (const char *)H(c)->session, *end = p + H(c)->session_size;
-    for (; p < end; p += 256) {     /* four lines a turn: a prefetch past the end never faults */
+    const struct h2_conn *h = H(c);
+    for (uint32_t off = 0; off < h->session_size; off += 256) {    /* four lines a turn */
+        const char *p = (const char *)h->session + off;
         __builtin_prefetch(p);
         __builtin_prefetch(p + 64);
         __builtin_prefetch(p + 128);

@@ -116,7 +116,7 @@ TARGETS := $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(BUILD)/sc-classes
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
-TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy
+TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp
 
 .PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
 all: $(TARGETS)
@@ -214,6 +214,9 @@ $(BUILD)/tests/test_config: $(BUILD)/obj/tests/test_config.o $(filter-out $(BUIL
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
 $(BUILD)/tests/test_proxy: $(BUILD)/obj/tests/test_proxy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+$(BUILD)/tests/test_h1resp: $(BUILD)/obj/tests/test_h1resp.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 $(BUILD)/tests/test_copy: $(BUILD)/obj/tests/test_copy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a

@@ -37,6 +37,9 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /switch-flood    a 101 that answers the key, then 128 MiB as fast as the proxy takes them
   /switch-other    a 101 that answers the key but names another protocol (h2c)
   /switch-two-accepts  a 101 with two Sec-WebSocket-Accept fields, a wrong one first
+  /stray-FRAMING   a response framed by length, chunked, head (for HEAD), 204, 304 or 1xx
+                   (a 103 first), then at once a second response nobody asked for
+  /bare-cr-status  a bare CR inside the status line, before what looks like a field
 Anything the request carries as a body is read (Content-Length or chunked) first.
 """
 import base64
@@ -211,6 +214,40 @@ class Handler(socketserver.BaseRequestHandler):
                            % accept(headers.get("sec-websocket-key", ""))).encode())
                 time.sleep(0.5)
                 return
+            elif path.startswith("/stray-"):
+                # A response, then at once a second one nobody asked for, in every framing.
+                # The head goes first and alone, so that the proxy has read it before the
+                # rest comes: a body of known length is then read exactly, and the stray
+                # response waits in the socket behind it.
+                framing = path[len("/stray-"):]
+                stray = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n"
+                body = b"x" * 20000
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if framing == "length":
+                    s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+                    time.sleep(0.05)
+                    s.sendall(body + stray)
+                elif framing == "chunked":
+                    s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                    time.sleep(0.05)
+                    s.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) + stray)
+                elif framing == "head":     # asked with HEAD: the head is all of it
+                    s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + stray)
+                elif framing == "204":
+                    s.sendall(b"HTTP/1.1 204 No Content\r\n\r\n" + stray)
+                elif framing == "304":
+                    s.sendall(b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n" + stray)
+                elif framing == "1xx":
+                    s.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+                    time.sleep(0.05)
+                    s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+                    time.sleep(0.05)
+                    s.sendall(body + stray)
+                else:
+                    respond(s, "404 Not Found", b"no\n")
+            elif path == "/bare-cr-status":
+                s.sendall(b"HTTP/1.1 200 OK\rXTransfer-Encoding: chunked\r\n\r\n"
+                          b"9\r\nSMUGGLED\n\r\n0\r\n\r\n")
             elif path == "/sse":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 s.sendall(b"9\r\ndata: 1\n\n\r\n")

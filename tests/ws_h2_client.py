@@ -14,6 +14,10 @@ both ways.
   ws_h2_client.py PORT PATH [tls] protocol P   an extended CONNECT for :protocol P: the :status
   ws_h2_client.py PORT PATH [tls] reset N   N tunnels opened, then each reset (RST_STREAM) with
                                             the connection kept open; prints "reset N"
+  ws_h2_client.py PORT PATH [tls] smuggle   an extended CONNECT that declares a content-length,
+                                            its DATA an HTTP/1.1 request for PATH/smuggled
+                                            (what an upstream reads as its next request if
+                                            the body goes up behind the handshake): the :status
   ws_h2_client.py PORT PATH [tls] drain     one tunnel read as fast as it comes until the server
                                             ends it, the daemon's heap_alloc_bytes (/-/stats on
                                             PORT) looked at every 4 MiB; prints "drained BYTES,
@@ -146,6 +150,18 @@ def main():
         return
     if mode == "protocol":
         print(cl.connect(path, args[1])[1][":status"])
+        return
+    if mode == "smuggle":
+        smuggled = b"GET %s/smuggled HTTP/1.1\r\nHost: a\r\n\r\n" % path.rstrip("/").encode()
+        sid = cl.c.get_next_available_stream_id()
+        cl.c.send_headers(sid, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "https" if tls else "http"),
+                                (":path", path), (":authority", "127.0.0.1:%d" % port),
+                                ("sec-websocket-version", "13"), ("content-length", str(len(smuggled)))])
+        cl.c.send_data(sid, smuggled)
+        cl.flush()
+        while sid not in cl.responses and sid not in cl.ended:
+            cl.pump()
+        print(dict(cl.responses.get(sid, [(":status", "reset")]))[":status"])
         return
     if mode == "status":
         sid, h = cl.connect(path)

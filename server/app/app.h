@@ -83,6 +83,12 @@ void mime_types_load(const char *path);
  * slashes merged: its length, or -1 on a bad escape, a NUL, a "." or ".." segment, or
  * more than cap bytes.  *dotted (unless dotted is NULL): a segment begins with a dot. */
 int path_decode(const char *target, char *out, size_t cap, bool *dotted);
+/* s[0..n) as a URL may carry it (a Location, a request line): every byte RFC 3986 does
+ * not let a URL carry as it is - a control byte, space, DEL, '\\', '"', '#', a byte above
+ * 127 - is written %XX, and so are '%' and '?' when s is a decoded path (decoded), so that
+ * it names the same path again.  At most cap - 1 bytes and a NUL; like snprintf, the
+ * length the whole would take. */
+size_t url_escape(char *out, size_t cap, const char *s, size_t n, bool decoded);
 /* A segment that begins with a dot (".well-known" aside). */
 bool path_has_dotfile(const char *path);
 /* Opens rel beneath root_fd, refusing symlinks and "..": a descriptor or -1 (errno). */

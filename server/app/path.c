@@ -96,6 +96,29 @@ int path_decode(const char *target, char *out, size_t cap, bool *dotted)
     return dot_segment(seg, (size_t)(o - seg)) ? -1 : (int)(o - out);
 }
 
+/* What a URL carries as it is (RFC 3986 2.2, 2.3): unreserved, sub-delims, ':', '@' and
+ * '/'; in a target as sent, '%' and '?' too (it is escaped already, and has its query). */
+static const char url_kept[] = "-._~!$&'()*+,;=:@/";
+
+size_t url_escape(char *out, size_t cap, const char *s, size_t n, bool decoded)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool kept = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    (c && strchr(url_kept, c)) || (!decoded && (c == '%' || c == '?'));
+        char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+        size_t k = kept ? 1 : 3;
+        if (len + k < cap)
+            memcpy(out + len, kept ? (const char *)&s[i] : e, k);
+        len += k;
+    }
+    if (cap)
+        out[len < cap ? len : cap - 1] = 0;
+    return len;
+}
+
 bool path_has_dotfile(const char *path)
 {
     for (const char *p = path; *p; p++) {

@@ -134,15 +134,11 @@ static int put_field_n(struct buf *b, const char *name, size_t nl, const char *v
  * character (RFC 3986 3.3) goes as %XX, '%' among them. */
 static int put_path_escaped(struct buf *b, const char *path)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    int rc = 0;
-    for (const unsigned char *c = (const unsigned char *)path; *c && !rc; c++) {
-        if (isalnum(*c) || strchr("-._~!$&'()*+,;=:@/", *c))
-            rc = buf_append(b, (const char *)c, 1);
-        else
-            rc = buf_append(b, (char[]){ '%', hex[*c >> 4], hex[*c & 15] }, 3);
-    }
-    return rc;
+    size_t n = strlen(path), need = 3 * n + 1;
+    if (buf_reserve(b, need))
+        return -1;
+    b->len += url_escape(b->data + b->len, need, path, n, true);
+    return 0;
 }
 
 /* The target upstream when proxy_pass gives a path: the location's part of the request's
@@ -809,7 +805,7 @@ static int attempt(struct exchange *x, struct buf *head, bool chunked, enum upst
     h1resp_free(&x->resp);
     h1resp_init(&x->resp, req_is_head(r), x->upgrade != NULL, req_config(r)->max_header_list_size);
     x->rx.len = x->rx_off = 0;
-    x->body_open = chunked || req_content_length(r) > 0;
+    x->body_open = !x->upgrade && (chunked || req_content_length(r) > 0);   /* after a 101: the tunnel's */
     x->request_sent = false;
     x->send_failed = 0;
     if (x->h2) {

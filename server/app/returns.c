@@ -6,11 +6,12 @@
  * $remote_addr and $server_port.  A status alone is answered like any error of the
  * location (its error page, if it has one).
  *
- * What a client sent never makes a Location that leaves the site: the expansion of a
- * redirect that starts with "//" or "/\" (a request for //evil.example through
- * "return = 301 $request_uri") is collapsed to one slash, since browsers take those as
- * another host; and no expansion can carry CR, LF or NUL, which neither HTTP/1.1's parser
- * nor HTTP/2's lets into a target or a host. */
+ * What a client sent never makes a Location that leaves the site, nor splits it: in a
+ * URL every variable's value goes escaped as RFC 3986 asks (url_escape) - $uri is the
+ * decoded path, so "%0d%0a" in a request is CR LF there and "%09" a tab, which browsers
+ * drop ("/<TAB>/evil.example" is "//evil.example" to them) - and an expansion that starts
+ * with "//" (a request for //evil.example through "return = 301 $request_uri") is
+ * collapsed to one slash, since browsers take it as another host. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,6 +40,20 @@ static void put(struct out *o, const char *s, size_t n)
 
 static void put_str(struct out *o, const char *s) { put(o, s, strlen(s)); }
 
+/* s as a URL carries it (url_escape): a Location holds no byte a client sent that a
+ * browser would read otherwise - CR or LF ending the field, a tab or a backslash it
+ * drops or turns into a slash. */
+static void put_url(struct out *o, const char *s, bool decoded)
+{
+    size_t need = url_escape(o->p + o->len, o->cap - o->len, s, strlen(s), decoded);
+    if (o->len + need >= o->cap) {
+        o->overflow = true;
+        o->p[o->len] = 0;
+        return;
+    }
+    o->len += need;
+}
+
 static unsigned server_port(const struct request *r)
 {
     const struct config *c = req_config(r);
@@ -60,7 +75,8 @@ static const char *host_or_site(struct request *r, const char *host)
     return loc && loc->site->name ? loc->site->name : "localhost";
 }
 
-static void expand(struct request *r, const char *text, const char *host, const char *path, struct out *o)
+/* text with its variables' values; in a URL (url) what the request gave goes escaped. */
+static void expand(struct request *r, const char *text, const char *host, const char *path, bool url, struct out *o)
 {
     const char *target = req_target(r), *q = strchr(target, '?');
     for (const char *p = text; *p;) {
@@ -87,11 +103,11 @@ static void expand(struct request *r, const char *text, const char *host, const 
         else if (VAR("host"))
             put_str(o, host_or_site(r, host));
         else if (VAR("request_uri"))
-            put_str(o, target);
+            url ? put_url(o, target, false) : put_str(o, target);
         else if (VAR("uri"))
-            put_str(o, path);
+            url ? put_url(o, path, true) : put_str(o, path);
         else if (VAR("args") || VAR("query_string"))
-            put_str(o, q ? q + 1 : "");
+            url ? put_url(o, q ? q + 1 : "", false) : put_str(o, q ? q + 1 : "");
         else if (VAR("is_args"))
             put_str(o, q ? "?" : "");
         else if (VAR("remote_addr"))
@@ -127,7 +143,7 @@ void return_serve(struct request *r, const char *host, const char *path)
     char buf[EXPANSION_MAX];
     struct out o = { buf, 0, sizeof buf, false };
     buf[0] = 0;
-    expand(r, ret->text, host, path, &o);
+    expand(r, ret->text, host, path, ret->is_url, &o);
     if (o.overflow)
         return reply_text(r, 500, "the return's expansion is too long\n");
     if (ret->is_url)
@@ -150,7 +166,7 @@ void https_redirect(struct request *r, const struct site *site, const char *host
         put_str(&o, num);
     }
     const char *target = req_target(r);
-    put_str(&o, target[0] == '/' ? same_site(target) : "/");
+    put_url(&o, target[0] == '/' ? same_site(target) : "/", false);
     if (o.overflow)
         return reply_text(r, 414, "URI too long\n");
     redirect(r, 308, buf);

@@ -396,28 +396,23 @@ static struct open_file *variant(const struct docroot *d, const char *rel, const
 /* A Location is a path on the request's own host: it never starts with two slashes, or
  * a slash and a backslash, which a browser takes for another host (an open redirect).
  * Leading slashes collapse into one (path_decode ignores them: the same directory), and
- * a backslash goes escaped. */
+ * what a URL does not carry as it is (a backslash, a tab a browser would drop) goes
+ * escaped (url_escape). */
 static void redirect_to_slash(struct request *r)
 {
     const char *target = req_target(r), *q = strchr(target, '?');
-    while (target[0] == '/' && (target[1] == '/' || target[1] == '\\'))
-        target++;                  /* "//evil.example" would send a browser to another host */
     size_t pl = q ? (size_t)(q - target) : strlen(target);
     char location[2200];
-    size_t n = 0;
     const char *p = target;
     while (p < target + pl && *p == '/')
         p++;
+    location[0] = '/';
+    size_t n = 1 + url_escape(location + 1, sizeof location - 1, p, (size_t)(target + pl - p), false);
+    if (n >= sizeof location - 2)
+        return app_error(r, 414);
     location[n++] = '/';
-    for (; p < target + pl && n + 4 < sizeof location; p++) {
-        if (*p == '\\') {
-            memcpy(location + n, "%5C", 3);
-            n += 3;
-        } else {
-            location[n++] = *p;
-        }
-    }
-    snprintf(location + n, sizeof location - n, "/%s", q ? q : "");
+    if (n + url_escape(location + n, sizeof location - n, q ? q : "", q ? strlen(q) : 0, false) >= sizeof location)
+        return app_error(r, 414);
     struct header h[] = { { "location", location }, { "content-type", "text/plain; charset=utf-8" } };
     static const char body[] = "moved: add the slash\n";
     if (req_respond(r, 301, h, 2, sizeof body - 1) == 0 && !req_is_head(r)) {

@@ -278,6 +278,17 @@ static void *handler_main(void *arg)
     } else if (!r->method || !r->target) {
         static const char msg[] = "bad request\n";
         req_simple(r, 400, "text/plain", msg, sizeof msg - 1);
+    } else if (strchr(r->target, '#')) {
+        /* A fragment is the client's own (RFC 9112 3.2, RFC 9113 8.3.1): a target that
+         * carries one would be judged by its part before '#' and passed on whole. */
+        static const char msg[] = "bad request: a request target has no fragment ('#')\n";
+        req_simple(r, 400, "text/plain", msg, sizeof msg - 1);
+    } else if (r->content_length >= 0 && r->method[0] == 'C' && !strcmp(r->method, "CONNECT")) {
+        /* An HTTP/2 extended CONNECT (RFC 8441): what follows its head is the tunnel's,
+         * and a CONNECT has no content (RFC 9110 9.3.6) - a length would make the first
+         * bytes a body to one reader and the tunnel's to another. */
+        static const char msg[] = "bad request: a CONNECT request has no content\n";
+        req_simple(r, 400, "text/plain", msg, sizeof msg - 1);
     } else {
         app_handler(r);
     }

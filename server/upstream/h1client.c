@@ -7,7 +7,7 @@
  * the proxy and a client disagree on where a response ends is refused (502) rather than
  * repaired: Transfer-Encoding with Content-Length, two Content-Lengths, a transfer coding
  * other than chunked, obs-fold, whitespace in or before a field name, control characters
- * in a value, a head over head_max, a status that is not three digits.  A 1xx response
+ * in a value, a CR not followed by LF anywhere in the head, a head over head_max, a status that is not three digits.  A 1xx response
  * (100 Continue, 103 Early Hints) is read and dropped; a 101 ends the message where its
  * head ends if an upgrade was asked (what follows is the other protocol's: llhttp stops
  * there), and is refused if not.
@@ -207,6 +207,31 @@ void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, u
     p->length = -1;
 }
 
+/* Whether the head bytes head[0..n) hold a CR that is not followed by LF.  llhttp (built
+ * lenient, as the request side needs) takes any byte after the CR that ends the status
+ * line for the LF, so "200 OK" CR "XTransfer-Encoding: chunked" would be framing to it
+ * and a reason phrase to the next parser along: RFC 9112 2.2 lets a recipient refuse a
+ * bare CR, and a proxy must.  A CR that ends one read is judged by the next one's first
+ * byte. */
+static bool bare_cr(struct h1_response *p, const char *head, size_t n)
+{
+    const char *c = head, *end = head + n;
+    if (p->cr_last && n) {
+        if (*c != '\n')
+            return true;
+        p->cr_last = false;
+    }
+    while ((c = memchr(c, '\r', (size_t)(end - c)))) {
+        if (++c == end) {
+            p->cr_last = true;
+            break;
+        }
+        if (*c != '\n')
+            return true;
+    }
+    return false;
+}
+
 int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used)
 {
     *used = 0;
@@ -218,14 +243,23 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
         return H1RESP_MORE;
     p->event = H1RESP_MORE;
     p->exec_start = data;
+    bool in_head = !p->head_done;  /* (a 1xx's head too) */
     llhttp_errno_t err = llhttp_execute(&p->parser, data, len);
+    /* Every byte llhttp took before the head's end is the head's: it stops right after
+     * it (paused, or done with a message that has no body), and checked before any of it
+     * is acted on. */
+    size_t took = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->parser) - data);
+    if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) && bare_cr(p, data, took)) {
+        p->error = "upstream sent a bare CR in its header";
+        return H1RESP_ERROR;
+    }
     if (err == HPE_OK) {
         *used = len;
         p->fed += len;
         return H1RESP_MORE;
     }
     if (err == HPE_PAUSED) {
-        *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
+        *used = took;
         p->fed += *used;           /* the caller passes the rest again, from here */
         llhttp_resume(&p->parser);
         return p->event;
@@ -233,7 +267,7 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
     if (err == HPE_PAUSED_UPGRADE && p->upgraded) {
         /* The head and its end at once: the head now, the end next time; the bytes after
          * it are the caller's, never parsed. */
-        *used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
+        *used = took;
         return p->event == H1RESP_MORE ? H1RESP_END : p->event;
     }
     if (!p->error)

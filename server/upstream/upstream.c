@@ -312,8 +312,14 @@ struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const
         next = uc->next;
         if (!made_for(uc, tls) || (uc->h2 != NULL) != h2)
             continue;              /* another location's settings (or a reload's), or protocol */
+        /* What the watcher knows: an event it has not been told yet (the socket became
+         * readable before this turn's wait returned) is as good as one it handled; one
+         * pooled in this very turn - the next request of a pipelining client, another
+         * stream of the same turn - the loop has not looked at yet, and the socket is asked. */
+        bool seen = ev_is_pending(&uc->watch), looked = uc->pooled_turn != ev_iteration(u->loop);
         unlink_idle(st, uc);
-        bool ok = h2 ? h2up_idle_ok(uc) : !(uc->t.ssl && SSL_has_pending(uc->t.ssl)) && (!check || quiet(&uc->t));
+        bool ok = h2 ? h2up_idle_ok(uc)
+                     : !seen && !(uc->t.ssl && SSL_has_pending(uc->t.ssl)) && ((looked && !check) || quiet(&uc->t));
         if (now - uc->idle_since <= sc->keepalive_timeout && ok) {
             st->active++;
             set(&st->n.active, st->active);
@@ -455,6 +461,7 @@ void upstream_done(struct upstream_conn *uc, bool reusable, double now)
     if (uc->t.ssl)
         SSL_free_buffers(uc->t.ssl);
     uc->idle_since = now;
+    uc->pooled_turn = ev_iteration(u->loop);
     uc->prev = NULL;
     uc->next = st->idle;           /* the most recently used is taken first: it is warm */
     if (uc->next)

@@ -8,8 +8,9 @@
  * on the socket, nothing more - no coroutine, no buffer, no parser (as a parked client
  * connection).  An HTTP/1.1 one is closed as soon as the watcher sees the server close
  * it or send anything (bytes nobody asked for would be read as the next request's
- * response), as nginx's keepalive cache does; so taking one asks the socket nothing,
- * but for a request that could not be sent again (upstream_take's check).  An HTTP/2
+ * response), as nginx's keepalive cache does; so taking one asks the socket nothing
+ * once the loop has looked at it since it was pooled, but for a request that could not
+ * be sent again (upstream_take's check).  An HTTP/2
  * one, whose server may speak meanwhile (SETTINGS, PING, GOAWAY), has no watcher and is
  * read when it is taken.  The worker's tick closes those idle past their group's
  * keepalive_timeout.  A connection goes
@@ -43,6 +44,7 @@ struct upstream_conn {
     uint32_t epoch;                /* the worker's server list it belongs to */
     uint32_t exchanges;            /* requests it has carried */
     uint8_t server;                /* index in config->upstream_servers */
+    uint32_t pooled_turn;          /* the loop's iteration it was pooled in (ev_iteration) */
     struct h2up *h2;               /* an h2c connection's client session (h2client.c), or NULL */
 };
 
@@ -61,9 +63,10 @@ int upstream_failure_status(enum upstream_failure f);
 int upstream_pick(const struct upstream_group *g, double now, uint32_t tried, enum upstream_failure *why);
 /* A pooled connection to server sc that is still open and quiet, or NULL; over TLS (tls
  * not NULL) only one made with tls's context; h2: one that speaks HTTP/2 (h2client.c),
- * else HTTP/1.1.  check: the socket is asked too (one system call), for a request that
- * could not be sent again were the server to have closed it since the watcher last
- * looked. */
+ * else HTTP/1.1.  The socket is asked too (one system call) when the loop has not looked
+ * at it since it was pooled - a response nobody asked for, right behind the last one,
+ * may be there already - and, with check, always: for a request that could not be sent
+ * again were the server to have closed it since the watcher last looked. */
 struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now,
                                     bool h2, bool check);
 /* A new connection to server sc, connected (and its TLS handshake done, if tls) within
@@ -145,6 +148,7 @@ struct h1_response {
     char *error_text;              /* ... when it was composed (h1resp_fail): heap, freed with p */
     bool head_request, head_done, complete, chunked, keep_alive, informational, in_value;
     bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
+    bool cr_last;                  /* the head bytes so far end with a CR */
     uint8_t event;                 /* what the last callback found */
 };
 /* upgrade_asked: the request carried Upgrade, so a 101 is its answer (then the bytes after

@@ -53,6 +53,7 @@ static const char site_conf[] =
     "site a.test *.b.test {\n"
     "    error_page = 404 /index.html\n"
     "    location /r {\n        return = 301 https://$host$request_uri\n    }\n"
+    "    location /u/ {\n        return = 302 $uri?$args\n    }\n"
     "    location /t/ {\n        return = 200 \"$scheme $host $uri $args$is_args $remote_addr $server_port\"\n    }\n"
     "    location /deny/ {\n        deny = all\n    }\n"
     "    location /list/ {\n        alias = @ROOT@/\n        directory_listing = on\n        dotfiles = allow\n    }\n"

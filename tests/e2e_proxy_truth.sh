@@ -1,0 +1,215 @@
+#!/bin/bash
+# The proxy tells the truth: no response reaches a client that another request was
+# answered with, nothing a client sends is taken upstream as something it was not
+# judged as, and nothing a client sends ends up in a field of a response.  Each check is
+# an attack on one promise of docs/proxy.md and docs/configuration.md: a hostile
+# upstream (tests/upstream_faults.py) answering twice in every framing, or with a bare CR
+# in its status line; clients sending a fragment in the target past a deny to a real
+# upstream (nginx), an HTTP/2 WebSocket handshake with a body, control bytes in a path
+# that a redirect names.
+. "$(dirname "$0")/lib.sh"
+make_site
+PY=/usr/bin/python3
+HERE=$(cd "$(dirname "$0")" && pwd)
+for need in curl nginx; do
+  command -v $need >/dev/null || { echo "ok proxy_truth # SKIP $need not installed"; exit 0; }
+done
+$PY -c 'import h2, websockets' 2>/dev/null || { echo "ok proxy_truth # SKIP python3-h2 or python3-websockets not installed"; exit 0; }
+
+FAULT=$(free_port); NG=$(free_port)
+$PY "$HERE/upstream_faults.py" "$FAULT" & PIDS="$PIDS $!"
+mkdir -p "$TMP/ngroot/admin" "$TMP/ngroot/public"
+echo 'ADMIN SECRET' > "$TMP/ngroot/admin/index.html"; echo public > "$TMP/ngroot/public/index.html"
+chmod -R a+rX "$TMP/ngroot"
+start_nginx <<EOF
+  server { listen 127.0.0.1:$NG; root $TMP/ngroot; access_log $TMP/nginx/access.log; }
+EOF
+trap 'kill -TERM $NGPID 2>/dev/null; wait $NGPID 2>/dev/null; cleanup' EXIT
+for i in $(seq 1 50); do
+  curl -s -o /dev/null "http://127.0.0.1:$FAULT/ok" && curl -s -o /dev/null "http://127.0.0.1:$NG/public/" && break
+  sleep 0.1
+done
+
+proxy_conf_head truth > "$TMP/truth.conf"
+cat >> "$TMP/truth.conf" <<EOF
+upstream faults {
+    server = 127.0.0.1:$FAULT
+    keepalive = 4
+}
+location / {
+    proxy_pass = http://127.0.0.1:$NG
+}
+location /admin/ {
+    deny = all
+}
+location /f/ {
+    proxy_pass = http://faults/
+}
+EOF
+start_config "$TMP/truth.conf" "$P" || { fail truth_daemon_starts "see above"; exit 1; }
+
+# pipeline PORT "METHOD PATH"...: the requests on one connection in one write, the last
+# asking to close; prints what came back.
+pipeline() {
+  local port=$1; shift
+  $PY - "$port" "$@" <<'PYEOF'
+import socket, sys
+port, reqs = int(sys.argv[1]), sys.argv[2:]
+data = b""
+for i, r in enumerate(reqs):
+    method, path = r.split(" ", 1)
+    close = "Connection: close\r\n" if i == len(reqs) - 1 else ""
+    data += ("%s %s HTTP/1.1\r\nHost: a\r\n%s\r\n" % (method, path, close)).encode("latin-1")
+s = socket.create_connection(("127.0.0.1", port))
+s.settimeout(5)
+s.sendall(data)
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+except OSError:
+    pass
+sys.stdout.buffer.write(out)
+PYEOF
+}
+
+# ---- a response nobody asked for, right behind the one asked for ----
+# The next request on the same client connection is taken at once, in the same turn of
+# the loop: it must not be given the pooled connection with the stray response waiting.
+for framing in length chunked head 204 304 1xx; do
+  method=GET; [ $framing = head ] && method=HEAD
+  for round in 1 2 3; do
+    out=$(pipeline "$P" "$method /f/stray-$framing" "GET /f/ok" "GET /f/ok")
+    printf '%s' "$out" | grep -q SMUGGLED && break
+  done
+  ! printf '%s' "$out" | grep -q SMUGGLED && [ "$(printf '%s' "$out" | tr -d '\r' | tail -1)" = ok ]
+  check stray_response_never_next_clients_$framing $? "$(printf '%s' "$out" | tr -d '\r' | grep -E '^HTTP|SMUGGLED|^ok' | tr '\n' '|')"
+done
+# Two clients, one after the other on fresh connections: the second never gets the
+# first one's stray response either.
+bad=0
+for i in 1 2 3 4 5; do
+  curl -s -o /dev/null "http://127.0.0.1:$P/f/stray-length" & a=$!
+  sleep 0.2
+  out=$(curl -s "http://127.0.0.1:$P/f/ok"); wait $a
+  [ "$out" = ok ] || bad=$((bad + 1))
+done
+[ $bad = 0 ]; check stray_response_never_another_clients $? "$bad of 5 got '$out'"
+
+# ---- a bare CR in the upstream's status line is no line end ----
+code=$(curl -s -o "$TMP/body.out" -w '%{http_code}' "http://127.0.0.1:$P/f/bare-cr-status")
+[ "$code" = 502 ] && ! grep -q SMUGGLED "$TMP/body.out"; check bare_cr_in_status_line_502 $? "$code $(head -c 100 "$TMP/body.out")"
+grep 'bare-cr-status' "$TMP/daemon.log" | grep -q 'bare CR'; check bare_cr_cause_logged $? "$(grep bare-cr "$TMP/daemon.log" | tail -1)"
+
+# ---- a fragment in the target: judged and passed on as one string ----
+out=$(pipeline "$P" "GET /public/#/../../admin/" | tr -d '\r')
+st=$(printf '%s' "$out" | head -1 | cut -d' ' -f2)
+[ "$st" = 400 ] && ! printf '%s' "$out" | grep -q 'ADMIN SECRET'; check fragment_in_target_400_h1 $? "$st $(printf '%s' "$out" | tail -1)"
+out=$($PY - "$P" <<'PYEOF'
+import socket, sys
+import h2.config, h2.connection, h2.events
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.settimeout(5)
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, validate_outbound_headers=False))
+c.initiate_connection()
+c.send_headers(1, [(":method", "GET"), (":scheme", "http"), (":path", "/public/#/../../admin/"),
+                   (":authority", "a")], end_stream=True)
+s.sendall(c.data_to_send())
+status, body = "none", b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        done = False
+        for e in c.receive_data(d):
+            if isinstance(e, h2.events.ResponseReceived):
+                status = dict(e.headers)[b":status"].decode()
+            elif isinstance(e, h2.events.DataReceived):
+                body += e.data
+            elif isinstance(e, h2.events.StreamReset):
+                status, done = "reset", True
+            elif isinstance(e, h2.events.StreamEnded):
+                done = True
+        s.sendall(c.data_to_send())
+        if done:
+            break
+except OSError:
+    pass
+print(status, body.decode("latin-1").strip())
+PYEOF
+)
+case "$out" in 400*|reset*) ! printf '%s' "$out" | grep -q 'ADMIN SECRET' ;; *) false ;; esac
+check fragment_in_target_refused_h2 $? "$out"
+! grep -q admin "$TMP/nginx/access.log"; check fragment_never_reached_upstream $? "$(grep admin "$TMP/nginx/access.log" | head -2)"
+
+# ---- an HTTP/2 WebSocket handshake with a body ----
+# Its DATA would go up behind a GET that declares no length: a pooled upstream reads it
+# as the next request.  Refused before anything goes up.
+st=$($PY "$HERE/ws_h2_client.py" "$P" /public smuggle 2>&1 | tail -1)
+[ "$st" = 400 ]; check h2_websocket_handshake_with_body_400 $? "$st"
+sleep 0.3
+! grep -q smuggled "$TMP/nginx/access.log"; check h2_websocket_body_never_upstream $? "$(grep smuggled "$TMP/nginx/access.log" | head -2)"
+
+# ---- control bytes from a request never reach a field; no redirect leaves the site ----
+R=$(free_port)
+cat > "$TMP/ret.conf" <<EOF
+listen = 127.0.0.1:$R
+root = $TMP/www
+workers = 1
+location / {
+    return = 302 \$uri
+}
+location /abs/ {
+    return = 301 https://example.com\$uri
+}
+location /req/ {
+    return = 302 \$request_uri
+}
+location /args/ {
+    return = 302 /x?\$args
+}
+EOF
+DPID0=$DPID
+start_config "$TMP/ret.conf" "$R" || { fail return_daemon_starts "see above"; exit 1; }
+# location_judged TARGET: "ok" or what is wrong with the answer's Location: a byte a field
+# must not carry, a field the request made, or - read as a browser reads it (tabs and line
+# ends dropped, leading C0 and spaces stripped, a backslash a slash) - another host.
+location_judged() {
+  pipeline "$R" "GET $1" | $PY -c '
+import sys
+out = sys.stdin.buffer.read()
+head = out.split(b"\r\n\r\n", 1)[0]
+lines = head.split(b"\r\n")
+status = (lines[0].split(b" ") + [b"?"])[1]
+fields = [l.split(b":", 1) for l in lines[1:]]
+names = [f[0].strip().lower() for f in fields]
+loc = [f[1].strip() for f in fields if len(f) == 2 and f[0].strip().lower() == b"location"]
+if status == b"400":
+    print("ok (400)"); sys.exit()
+if b"set-cookie" in names or b"x-injected" in names:
+    print("a field of the request\x27s making: %r" % head); sys.exit()
+if len(loc) != 1:
+    print("no one Location: %r" % head); sys.exit()
+v = loc[0]
+if any(b < 0x21 or b == 0x7f or b == 0x5c for b in v):
+    print("Location carries %r" % v); sys.exit()
+seen = v.replace(b"\t", b"").replace(b"\r", b"").replace(b"\n", b"").lstrip(bytes(range(0x21))).replace(b"\\", b"/")
+if seen.startswith(b"//"):
+    print("Location %r names another host" % v); sys.exit()
+print("ok %s" % v.decode("latin-1"))
+'
+}
+bad=""
+for t in "/%09/evil.example" "/%0d%0aSet-Cookie:%20a=b" "/%0aX-Injected:%201" "/%0d/evil.example" "/%5c/evil.example" \
+         "/%5C%5Cevil.example" "/%20%20/evil.example" "/%0b/evil.example" "/%e2%80%a8/x" \
+         "/abs/%0d%0aSet-Cookie:%20a=b" "/abs/%09x" "/req/%0d%0aSet-Cookie:%20a=b" "/req/	/evil.example" \
+         "/req/\\/evil.example" "/args/?a%0d%0aSet-Cookie:%20a=b" "/args/?	x" "//%09/evil.example" "/%09%09//evil.example"; do
+  out=$(location_judged "$t")
+  case "$out" in ok*) ;; *) bad="$bad [$t: $out]" ;; esac
+done
+[ -z "$bad" ]; check redirect_never_splits_nor_leaves_site $? "$bad"
+out=$(location_judged "/a%3Fb%25c/")
+[ "$out" = "ok /a%3Fb%25c/" ]; check redirect_uri_names_same_path $? "$out"

@@ -1,0 +1,96 @@
+/* Unit tests of the upstream's HTTP/1.1 response parser (server/upstream/h1client.c):
+ * what it says of a head, fed whole and fed a byte at a time (every split a socket can
+ * make), and the heads it must refuse however they are split - a bare CR anywhere in
+ * the head, which llhttp alone would take as a line's end. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "upstream/upstream.h"
+
+/* Feeds text in pieces of step bytes (0: whole), as pump does: what a call did not take
+ * is passed again.  The first event other than H1RESP_MORE and H1RESP_BODY, or MORE. */
+static int feed(struct h1_response *p, const char *text, size_t step, size_t *body)
+{
+    size_t len = strlen(text), off = 0, end = 0;
+    *body = 0;
+    while (off < len) {
+        if (end <= off)
+            end = step && off + step < len ? off + step : len;
+        size_t used;
+        int ev = h1resp_parse(p, text + off, end - off, &used);
+        off += used;
+        if (ev == H1RESP_BODY)
+            *body += p->body_len;
+        else if (ev == H1RESP_ERROR || ev == H1RESP_END)
+            return ev;
+        else if (ev == H1RESP_MORE && off < end)
+            return -1;             /* took less and found nothing: never */
+    }
+    size_t used;
+    return h1resp_parse(p, "", 0, &used);
+}
+
+static int outcome(const char *text, size_t step, size_t *body, const char **error)
+{
+    struct h1_response p;
+    h1resp_init(&p, false, false, 65536);
+    int ev = feed(&p, text, step, body);
+    if (ev == H1RESP_HEAD || ev == H1RESP_MORE) {
+        size_t used;
+        for (int i = 0; i < 4 && ev != H1RESP_END && ev != H1RESP_ERROR; i++)
+            ev = h1resp_parse(&p, "", 0, &used);
+    }
+    static char why[200];
+    snprintf(why, sizeof why, "%s", p.error ? p.error : "");
+    *error = why;
+    h1resp_free(&p);
+    return ev;
+}
+
+/* Every split of a good response ends it, its body whole. */
+static void good_heads_every_split(void)
+{
+    const char *ok[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nX-A: a\r\nContent-Length: 5\r\n\r\nhe\rlo",   /* a CR in a body is the body's */
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        for (size_t step = 0; step < 8; step++) {
+            size_t body;
+            const char *error;
+            int ev = outcome(ok[i], step, &body, &error);
+            CHECKF(ev == H1RESP_END && body == 5, "response %zu, step %zu: event %d, body %zu, %s", i, step, ev, body,
+                   error);
+        }
+}
+
+/* A CR not followed by LF, anywhere in a head (a 1xx's too), is refused however the
+ * bytes are split - also when the CR ends one read and the next byte begins another. */
+static void bare_cr_refused_every_split(void)
+{
+    const char *bad[] = {
+        "HTTP/1.1 200 OK\rXTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-A: a\rContent-Length: 5\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\rX\r\nhello",
+        "HTTP/1.1 100 Continue\rX\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\r\n\r\nhello",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        for (size_t step = 0; step < 8; step++) {
+            size_t body;
+            const char *error;
+            int ev = outcome(bad[i], step, &body, &error);
+            CHECKF(ev == H1RESP_ERROR && body == 0, "response %zu, step %zu: event %d, body %zu, '%s'", i, step, ev,
+                   body, error);
+        }
+}
+
+int main(void)
+{
+    RUN(good_heads_every_split);
+    RUN(bare_cr_refused_every_split);
+    CHECK_DONE();
+}

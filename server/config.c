@@ -310,15 +310,20 @@ int config_parse_uint(const char *v, unsigned long long max, unsigned long long 
     return 0;
 }
 
-/* "10s", "250ms", "5m", "1h" or plain seconds. */
+/* "10s", "250ms", "5m", "1h" or plain seconds: a decimal number (no exponent, no hex:
+ * strtod takes "1e400" and "0x10" too) and a unit, at most DURATION_MAX, so that no
+ * duration overflows a deadline it is added to. */
 int config_parse_duration(const char *v, double *out)
 {
-    if (!isdigit((unsigned char)*v) && *v != '.')
+    size_t digits = strspn(v, "0123456789."), dots = 0;
+    for (size_t i = 0; i < digits; i++)
+        dots += v[i] == '.';
+    if (!digits || dots > 1 || (digits == 1 && dots))
         return -1;
     char *end;
     errno = 0;
     double d = strtod(v, &end);
-    if (end == v || errno || d < 0)
+    if (end != v + digits || errno)
         return -1;
     if (!strcmp(end, "") || !strcmp(end, "s"))
         *out = d;
@@ -330,10 +335,12 @@ int config_parse_duration(const char *v, double *out)
         *out = d * 3600;
     else
         return -1;
-    return 0;
+    return *out <= DURATION_MAX ? 0 : -1;
 }
 
-/* Bytes: "1048576", "512k", "10m", "1g" (nginx's units, either case). */
+/* Bytes: "1048576", "512k", "10m", "1g" (nginx's units, either case).  0, -1 for what
+ * is not a size, -2 for one over SIZE_MAX_BYTES: a count the unit would carry past 64
+ * bits must not wrap (17179869184g is 2^64 bytes, which wrapped to 0: no limit). */
 static int parse_size(const char *v, uint64_t *out)
 {
     char digits[32];
@@ -350,8 +357,10 @@ static int parse_size(const char *v, uint64_t *out)
     memcpy(digits, v, n - (shift ? 1 : 0));
     digits[n - (shift ? 1 : 0)] = 0;
     unsigned long long x;
-    if (config_parse_uint(digits, 1ull << 40, &x))
-        return -1;
+    if (config_parse_uint(digits, ULLONG_MAX, &x))
+        return strspn(digits, "0123456789") == strlen(digits) && *digits ? -2 : -1;   /* past 2^64 */
+    if (x > SIZE_MAX_BYTES >> shift)
+        return -2;
     *out = (uint64_t)x << shift;
     return 0;
 }
@@ -661,7 +670,11 @@ static int set_header(struct setter_args *a)
 
 static int set_max_body(struct setter_args *a)
 {
-    if (parse_size(a->value, &a->s->max_body))
+    int rc = parse_size(a->value, &a->s->max_body);
+    if (rc == -2)
+        return WHY("max_body_size: '%s' is too large (at most %llug; 0: no limit)", a->value,
+                   (unsigned long long)(SIZE_MAX_BYTES >> 30));
+    if (rc)
         return WHY("max_body_size: '%s' is not a size (bytes, or with k, m, g; 0: no limit)", a->value);
     return 0;
 }
@@ -835,8 +848,8 @@ static int set_proxy_pass(struct setter_args *a)
 static int set_proxy_timeout(struct setter_args *a, int which, const char *key)
 {
     double d;
-    if (config_parse_duration(a->value, &d) || d <= 0 || d > 86400 * 30)
-        return WHY("%s: '%s' is not a duration (like 10s, 250ms, 5m)", key, a->value);
+    if (config_parse_duration(a->value, &d) || d <= 0)
+        return WHY("%s: '%s' is not a duration (like 10s, 250ms, 5m; at most 30 days)", key, a->value);
     a->s->proxy_timeouts[which] = d;
     return 0;
 }
@@ -933,8 +946,8 @@ static int set_keepalive(struct setter_args *a)
 static int set_keepalive_timeout(struct setter_args *a)
 {
     double d;
-    if (config_parse_duration(a->value, &d) || d <= 0 || d > 86400 * 30)
-        return WHY("keepalive_timeout: '%s' is not a duration (like 10s, 250ms, 5m)", a->value);
+    if (config_parse_duration(a->value, &d) || d <= 0)
+        return WHY("keepalive_timeout: '%s' is not a duration (like 10s, 250ms, 5m; at most 30 days)", a->value);
     a->s->keepalive_timeout = d;
     return 0;
 }
@@ -1126,8 +1139,9 @@ static int set_global(struct config *c, int k, const char *key, const char *valu
         *(bool *)field = b;
         return 0;
     case T_DURATION:
-        if (config_parse_duration(value, &x) || x > 86400 * 30)
-            return snprintf(why, whylen, "%s: '%s' is not a duration (like 10s, 250ms, 5m)", key, value), -1;
+        if (config_parse_duration(value, &x))
+            return snprintf(why, whylen, "%s: '%s' is not a duration (like 10s, 250ms, 5m; at most 30 days)", key,
+                            value), -1;
         *(double *)field = x;
         return 0;
     case T_U32:

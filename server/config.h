@@ -350,8 +350,10 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
  * can be checked without opening anything. */
 int config_finish(struct config *c, struct config_errors *e);
 
-/* Values as config.c reads them: "10s", "250ms", "5m", "1h" or plain seconds; a decimal
- * count up to max.  0, or -1. */
+/* Values as config.c reads them: "10s", "250ms", "5m", "1h" or plain seconds, at most
+ * DURATION_MAX; a decimal count up to max.  0, or -1. */
+#define DURATION_MAX (86400.0 * 30)
+#define SIZE_MAX_BYTES (UINT64_C(1) << 50)   /* a size's largest value: 1048576g */
 int config_parse_duration(const char *v, double *out);
 int config_parse_uint(const char *v, unsigned long long max, unsigned long long *out);
 /* proxy_conf.c: proxy_pass's value (an address: *direct filled; a group: *group named)

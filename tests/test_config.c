@@ -96,6 +96,48 @@ static void deadlines_and_caps(void)
         CHECKF(config_max_conns(c) == (long)rl.rlim_cur - 64 - 2 * OPEN_FILE_SLOTS, "%ld", config_max_conns(c));
 }
 
+/* Every number a value holds: one too large for its field, or one its unit carries past
+ * 64 bits, is an error naming its line, never a wrapped value (17179869184g wrapped to
+ * 0, which is "no limit"). */
+static void numbers_never_wrap(void)
+{
+    const char *bad[][2] = {
+        { "max_body_size = 17179869184g", "too large" }, { "max_body_size = 1073741825m", "too large" },
+        { "max_body_size = 1048577g", "too large" }, { "max_body_size = 18446744073709551616", "too large" },
+        { "max_body_size = 99999999999999999999k", "too large" }, { "max_body_size = -1", "not a size" },
+        { "max_concurrent_streams = 4294967297", "out of range" }, { "initial_window_size = 4294967296", "out of range" },
+        { "hpack_encoder_table_size = 18446744073709551616", "out of range" },
+        { "workers = 18446744073709551617", "not a worker count" }, { "max_conns = 9223372036854775808", "not a connection count" },
+        { "coro_stack_size = 18446744073709559808", "not a stack size" },
+        { "idle_timeout = 1e400", "not a duration" }, { "idle_timeout = 0x10", "not a duration" },
+        { "idle_timeout = 99999999999999999999999h", "not a duration" }, { "shutdown_timeout = 721h", "not a duration" },
+        { "listen = 127.0.0.1:4294967376", "bad port" }, { "error_page = 4294967700 /x", "not an error status" },
+        { "return = 65836 /x", "not a status" }, { "allow = 10.0.0.0/4294967304", "prefix length" },
+        { "proxy_next_upstream_tries = 18446744073709551617", "not a count" },
+        { "proxy_read_timeout = 1e308h", "not a duration" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[200];
+        snprintf(text, sizeof text, "\n%s\n", bad[i][0]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, "test.conf:2: ") && strstr(err, bad[i][1]), "%s: %s", bad[i][0],
+               err);
+    }
+    const char *upstream_bad[] = { "max_conns=18446744073709551616", "weight=4294967297", "fail_timeout=1e300",
+                                   "max_fails=4294967296" };
+    for (size_t i = 0; i < sizeof upstream_bad / sizeof upstream_bad[0]; i++) {
+        char text[300];
+        snprintf(text, sizeof text, "upstream u {\nserver = 127.0.0.1:1 %s\n}\nlocation /u/ {\nproxy_pass = http://u\n}\n",
+                 upstream_bad[i]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, "test.conf:2: server: bad value"), "%s: %s", upstream_bad[i], err);
+    }
+    CHECK(parse("upstream u {\nserver = 127.0.0.1:1\nkeepalive = 18446744073709551616\nhealth_check = / fails=4294967297\n"
+                "keepalive_timeout = 1e300\n}\n") == CONFIG_ERROR && strstr(err, "test.conf:3: keepalive") &&
+          strstr(err, "test.conf:4: health_check: bad value") && strstr(err, "test.conf:5: keepalive_timeout"));
+    /* The largest of each still parses. */
+    CHECKF(parse("max_body_size = 1048576g\nidle_timeout = 720h\n") == CONFIG_OK, "%s", err);
+    CHECK(loc_of(&c->sites[0], "/")->max_body == UINT64_C(1) << 50 && c->idle_timeout == 720 * 3600);
+}
+
 static void listen_lines(void)
 {
     CHECKF(parse("listen = 127.0.0.1:9000\nlisten = [::1]:9443 tls\nlisten = *:80\n") == CONFIG_OK, "%s", err);
@@ -727,6 +769,7 @@ int main(void)
     RUN(embedded_default_parses);
     RUN(values_and_units);
     RUN(deadlines_and_caps);
+    RUN(numbers_never_wrap);
     RUN(listen_lines);
     RUN(listen_options_and_dual_stack);
     RUN(origins_and_user);

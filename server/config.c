@@ -1371,7 +1371,16 @@ static struct scope *open_location(struct config *c, struct scope *parent, char 
         w++;
     }
     const char *bad = NULL;
-    if (!w || w[0] != '/')
+    /* nginx's other kinds of location, named for what an nginx user wrote. */
+    if (w && !s->exact && (!strcmp(w, "~") || !strcmp(w, "~*")))
+        bad = "regular-expression locations (location ~ and ~*) are not supported: use a prefix "
+              "('location /images/ {') or an exact path ('location = /favicon.ico {'); dotfiles are denied already";
+    else if (w && !s->exact && !strcmp(w, "^~"))
+        bad = "'location ^~ /prefix/' is 'location /prefix/ {' here: there are no regular expressions for it to win over";
+    else if (w && !s->exact && w[0] == '@')
+        bad = "named locations (location @name) are not supported: a location is 'location /prefix/ {' or "
+              "'location = /exact/path {'";
+    else if (!w || w[0] != '/')
         bad = "a location is 'location /prefix/ {' or 'location = /exact/path {'";
     else if (strtok_r(NULL, " \t", &save))
         bad = "one path per location";
@@ -1509,6 +1518,16 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
             }
             continue;
         }
+        if (!eq && sl > 1 && s[sl - 1] == ';') {
+            /* nginx's "root www;": say how it is written here. */
+            s[sl - 1] = 0;
+            char *key = trim(s), *value = key + strcspn(key, " \t");
+            if (*value)
+                *value++ = 0;
+            config_error(e, "%s:%u: '%.100s %.200s;' is nginx's syntax: write '%.100s = %.200s' (key = value, no ';')",
+                         name, p->line, key, trim(value), key, trim(value));
+            continue;
+        }
         if (!eq) {
             config_error(e, "%s:%u: expected 'key = value', 'site NAMES {', 'location PATH {', 'upstream NAME {' "
                          "or '}', got '%.200s'",
@@ -1517,6 +1536,15 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
         }
         *eq = 0;
         char *key = trim(s), *value = trim(eq + 1);
+        size_t vl = strlen(value);
+        /* A ';' ends nginx's lines, never a value of these keys (a header's value, a
+         * return's text may end in one: "default-src 'self';"). */
+        if (vl && value[vl - 1] == ';' && strcmp(key, "header") && strcmp(key, "return")) {
+            value[vl - 1] = 0;
+            config_error(e, "%s:%u: %.100s: drop the ';' at the end ('%.100s = %.200s'): this is not nginx's syntax",
+                         name, p->line, key, key, trim(value));
+            continue;
+        }
         set_key(c, cur, key, value, e);
     }
     for (; depth > 0; depth--)

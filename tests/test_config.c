@@ -621,6 +621,29 @@ static void values_of_rules(void)
     CHECK(parse("location /x {\nroot = /a\nalias = /b\n}\n") == CONFIG_ERROR && strstr(err, "root and alias both given"));
 }
 
+/* What an nginx user writes by habit gets an error that says how it is written here. */
+static void nginx_habits_named(void)
+{
+    CHECK(parse("root www;\n") == CONFIG_ERROR);
+    CHECKF(strstr(err, "test.conf:1: 'root www;' is nginx's syntax: write 'root = www' (key = value, no ';')"), "%s", err);
+    CHECK(parse("\nroot = /srv/www;\n") == CONFIG_ERROR);
+    CHECKF(strstr(err, "test.conf:2: root: drop the ';' at the end ('root = /srv/www'): this is not nginx's syntax"), "%s",
+           err);
+    CHECK(parse("site a {\n    gzip on;\n}\n") == CONFIG_ERROR && strstr(err, "test.conf:2: 'gzip on;' is nginx's syntax"));
+    /* A header's value and a return's text may end in ';'. */
+    CHECKF(parse("header = Content-Security-Policy: default-src 'self';\nlocation /t {\nreturn = 200 a;\n}\n") ==
+           CONFIG_OK, "%s", err);
+    CHECK(!strcmp(loc_of(&c->sites[0], "/")->headers[0].value, "default-src 'self';"));
+    CHECK(parse("location ~ \\.php$ {\n}\n") == CONFIG_ERROR);
+    CHECKF(strstr(err, "test.conf:1: regular-expression locations (location ~ and ~*) are not supported: use a prefix"),
+           "%s", err);
+    CHECK(parse("site a {\nlocation ~* \\.(png|jpg)$ {\n}\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:2: regular-expression locations"));
+    CHECK(parse("location ^~ /images/ {\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:1: 'location ^~ /prefix/' is 'location /prefix/ {' here"));
+    CHECK(parse("location @fallback {\n}\n") == CONFIG_ERROR && strstr(err, "test.conf:1: named locations"));
+}
+
 static void certificates_pair(void)
 {
     CHECKF(parse("listen = 127.0.0.1:443 tls\ncert = /e.pem\nkey = /e.key\ncert = /r.pem\nkey = /r.key\n"
@@ -787,6 +810,7 @@ int main(void)
     RUN(health_checks);
     RUN(builtin_routes_are_locations);
     RUN(values_of_rules);
+    RUN(nginx_habits_named);
     RUN(certificates_pair);
     RUN(addresses);
     RUN(real_client_address);

@@ -658,7 +658,7 @@ static int set_header(struct setter_args *a)
     while (*value == ' ' || *value == '\t')
         value++;
     for (const char *p = value; *p; p++)
-        if ((unsigned char)*p < 0x20 && *p != '\t')
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
             return WHY("header: control character in the value of %s", name);
     h.name = name;
     h.value = sdup(a->c, value);
@@ -787,8 +787,13 @@ static int set_return(struct setter_args *a)
             }
         }
         *o = 0;
-        if (r->is_url && (strchr(text, ' ') || !*text))
-            return WHY("return: '%s' is not a URL", text);
+        /* A URL goes in Location: no byte of it may end or split the field (a "\n" of
+         * the text's escapes, a CR inside the line). */
+        bool url_ok = *text;
+        for (const char *p = text; *p && url_ok; p++)
+            url_ok = (unsigned char)*p > 0x20 && *p != 0x7f;
+        if (r->is_url && !url_ok)
+            return WHY("return: '%s' is not a URL (no space or control byte: escape it as %%XX)", text);
         if (check_vars(a, text))
             return -1;
         r->text = text;
@@ -868,11 +873,9 @@ static int set_proxy_tries(struct setter_args *a)
 
 static int set_proxy_host(struct setter_args *a)
 {
-    for (const char *c = a->value; *c; c++)
-        if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == ',')
-            return WHY("proxy_set_host: '%.100s' is not a host", a->value);
-    if (!a->value[0] || strlen(a->value) >= 256)
-        return WHY("proxy_set_host: '%.60s' is not a host of at most 255 bytes", a->value);
+    if (!upstream_host_ok(a->value))
+        return WHY("proxy_set_host: '%.100s' is not a host (a name or an address, perhaps with a port; at most 255 "
+                   "bytes)", a->value);
     a->s->proxy_host = sdup(a->c, a->value);
     return 0;
 }

@@ -365,6 +365,8 @@ int upstream_parse_server(const char *value, struct upstream_server_conf *s, cha
 int upstream_parse_health_check(const char *value, struct health_check *h, char *path, char *host, size_t cap,
                                 char *why, size_t whylen);
 void upstream_server_defaults(struct upstream_server_conf *s);
+/* A host (and port) a Host field may carry: proxy_set_host, health_check's host=. */
+bool upstream_host_ok(const char *host);
 
 /* max_conns, with auto resolved against the open-file limit. */
 long config_max_conns(const struct config *c);

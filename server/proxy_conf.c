@@ -103,6 +103,46 @@ static int parse_address(const char *text, const char *default_port, struct upst
     return CONFIG_OK;
 }
 
+/* Where path (from the configuration) has a byte a request line cannot carry as it is: the
+ * offset, or -1.  A path is RFC 3986's pchars and '/', with a query (query_too) '?' too; a
+ * '%' begins an escape of two hex digits.  Anything else - a space, a control byte, '#',
+ * a byte past ASCII - would be copied into the line upstream, splitting or ending it. */
+static long bad_path_byte(const char *path, bool query_too)
+{
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if (*c == '%' ? !(isxdigit(c[1]) && isxdigit(c[2]))
+                      : !(isalnum(*c) || strchr("-._~!$&'()*+,;=:@/", *c) || (query_too && *c == '?')))
+            return (long)(c - (const unsigned char *)path);
+    }
+    return -1;
+}
+
+/* The byte at path[at], said so that no byte can pass for another (or for a line end). */
+static const char *byte_named(const char *path, long at, char *buf, size_t cap)
+{
+    unsigned char b = (unsigned char)path[at];
+    if (b == '%')
+        snprintf(buf, cap, "a '%%' without two hex digits after it, at byte %ld", at + 1);
+    else if (b > 0x20 && b < 0x7f)
+        snprintf(buf, cap, "'%c' at byte %ld: write it as %%%02X", b, at + 1, b);
+    else
+        snprintf(buf, cap, "the byte 0x%02x at byte %ld: write it as %%%02X", b, at + 1, b);
+    return buf;
+}
+
+/* A Host field's value as the configuration gives it (proxy_set_host, health_check's
+ * host=): a host name or address and perhaps a port, nothing a field could not carry. */
+bool upstream_host_ok(const char *host)
+{
+    size_t n = strlen(host);
+    if (!n || n > 255)
+        return false;
+    for (const unsigned char *c = (const unsigned char *)host; *c; c++)
+        if (!(isalnum(*c) || strchr("-._~!$&'()*+;=:[]%", *c)))
+            return false;
+    return true;
+}
+
 void upstream_server_defaults(struct upstream_server_conf *s)
 {
     s->weight = 1;
@@ -171,6 +211,11 @@ int proxy_parse_pass(const char *value, bool *tls, char *host, size_t host_cap, 
         return fail(err, errlen, "proxy_pass '%s': the path must start with '/'%s", value, "");
     if (strlen(slash) >= uri_cap)
         return fail(err, errlen, "proxy_pass '%s': path too long%s", value, "");
+    long bad = bad_path_byte(slash, false);
+    char named[80];
+    if (bad >= 0)
+        return fail(err, errlen, "proxy_pass '%s': the path cannot go in a request line as it is: %s", value,
+                    byte_named(slash, bad, named, sizeof named));
     snprintf(uri, uri_cap, "%s", slash);
     /* A bare name without a port is a group (an upstream section, before or after);
      * anything else is one server's address. */
@@ -204,9 +249,11 @@ int upstream_parse_health_check(const char *value, struct health_check *h, char 
     if (!what || (strcmp(what, "tcp") && what[0] != '/'))
         return fail(err, errlen, "%s%s", usage, "");
     if (what[0] == '/') {
-        for (const char *c = what; *c; c++)
-            if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == '#')
-                return fail(err, errlen, "health_check: '%.100s' is not a path%s", what, "");
+        long bad = bad_path_byte(what, true);
+        char named[80];
+        if (bad >= 0)
+            return fail(err, errlen, "health_check: '%.100s' cannot go in a request line as it is: %s", what,
+                        byte_named(what, bad, named, sizeof named));
         if (strlen(what) >= cap)
             return fail(err, errlen, "health_check: the path '%.60s...' is too long%s", what, "");
         snprintf(path, cap, "%s", what);
@@ -221,9 +268,7 @@ int upstream_parse_health_check(const char *value, struct health_check *h, char 
         if (!eq) {
             bad = 2;
         } else if (!strcmp(opt, "host")) {
-            bad = !*v || strlen(v) >= cap;
-            for (const char *c = v; *c && !bad; c++)
-                bad = (unsigned char)*c <= 0x20 || *c == 0x7f || *c == ',';
+            bad = strlen(v) >= cap || !upstream_host_ok(v);
             if (!bad) {
                 snprintf(host, cap, "%s", v);
                 h->host = host;

@@ -564,6 +564,53 @@ static void health_checks(void)
           strstr(err, "test.conf:2: 'health_check' is not allowed in this location: it goes only in an upstream section"));
 }
 
+/* What the configuration puts in an upstream's request line or head, or in a response's
+ * fields, can neither end nor split them: every byte a request line or a field cannot carry
+ * is an error naming its line (a space in proxy_pass's path went into the request line). */
+static void values_reaching_heads_are_clean(void)
+{
+    const char *bad[][2] = {
+        { "proxy_pass = http://127.0.0.1:1/a b", "'http://127.0.0.1:1/a b': the path cannot go in a request line as it is: the byte 0x20 at byte 3: write it as %20" },
+        { "proxy_pass = http://127.0.0.1:1/a\tb", "the byte 0x09 at byte 3: write it as %09" },
+        { "proxy_pass = http://127.0.0.1:1/a\x7f", "the byte 0x7f at byte 3" },
+        { "proxy_pass = http://127.0.0.1:1/a\x01", "the byte 0x01 at byte 3" },
+        { "proxy_pass = http://127.0.0.1:1/a\rX: y", "the byte 0x0d at byte 3" },
+        { "proxy_pass = http://127.0.0.1:1/a#b", "'#' at byte 3: write it as %23" },
+        { "proxy_pass = http://127.0.0.1:1/v2?x=1", "'?' at byte 4" },
+        { "proxy_pass = http://127.0.0.1:1/caf\xc3\xa9", "the byte 0xc3 at byte 5" },
+        { "proxy_pass = http://127.0.0.1:1/100%", "a '%' without two hex digits after it, at byte 5" },
+        { "proxy_pass = http://app/a<b>", "'<' at byte 3" },
+        { "proxy_pass = http://unix:/run/a.sock:/a b", "0x20 at byte 3" },
+        { "proxy_pass = h2c://app/a\\b", "'\\' at byte 3" },
+        { "proxy_set_host = a\x01" "b", "proxy_set_host: 'a\\x01b' is not a host" },
+        { "proxy_set_host = caf\xc3\xa9.test", "is not a host" },
+        { "proxy_set_host = a b", "is not a host" },
+        { "header = X-A: a\x7f" "b", "control character in the value of x-a" },
+        { "header = X-A: a\rb", "control character in the value of x-a" },
+        { "return = 301 http://x/\\nSet-Cookie:a=1", "is not a URL" },
+        { "return = 302 http://x/\rSet-Cookie:a=1", "is not a URL" },
+        { "return = 307 /a\tb", "is not a URL" },
+        { "return = 308 /a\x7f", "is not a URL" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[300];
+        snprintf(text, sizeof text, "location /x/ {\n%s\n}\n", bad[i][0]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, "test.conf:2: ") && strstr(err, bad[i][1]), "%s: %s",
+               bad[i][0], err);
+    }
+    CHECK(parse("upstream u {\nserver = 127.0.0.1:1\nhealth_check = /h\xc3\xa9\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: health_check: '/h\xc3\xa9' cannot go in a request line as it is: the byte 0xc3"));
+    CHECK(parse("upstream u {\nserver = 127.0.0.1:1\nhealth_check = /h host=a\x7f\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:3: health_check: bad value"));
+    /* What a request line and a field carry stays allowed. */
+    CHECKF(parse("location /x/ {\nproxy_pass = http://127.0.0.1:1/a%20b/~u/x;p=1/@:!$&'()*+,=\n"
+                 "proxy_set_host = [::1]:8080\nheader = X-A: caf\xc3\xa9\tb\n}\n"
+                 "location /r {\nreturn = 200 \"a\\nb\\x01\"\n}\n"
+                 "upstream u {\nserver = 127.0.0.1:1\nhealth_check = /h?x=1/y?z host=app.internal:81\n}\n"
+                 "location /u/ {\nproxy_pass = http://u\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(!strcmp(loc_of(&c->sites[0], "/x/y")->proxy->uri, "/a%20b/~u/x;p=1/@:!$&'()*+,="));
+}
+
 /* The built-in routes are locations: in every site at their paths, placed elsewhere by
  * name, gone with builtin_routes = off, and restricted by the location that covers
  * their path. */
@@ -808,6 +855,7 @@ int main(void)
     RUN(reverse_proxy_locations);
     RUN(tls_upstreams);
     RUN(health_checks);
+    RUN(values_reaching_heads_are_clean);
     RUN(builtin_routes_are_locations);
     RUN(values_of_rules);
     RUN(nginx_habits_named);

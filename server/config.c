@@ -51,6 +51,7 @@
 #include "config.h"
 #include "coro.h"
 #include "log.h"
+#include "readfile.h"
 #include "scalloc.h"
 
 /* ---- memory: everything a configuration holds lives in its arena ---- */
@@ -497,6 +498,7 @@ static int set_access_log(struct setter_args *a)
     if (strlen(a->value) >= PATH_MAX)
         return WHY("access_log: path '%.100s...' is too long", a->value);
     a->c->access_log = sdup(a->c, a->value);
+    a->c->access_log_from = a->from;
     return 0;
 }
 
@@ -1194,6 +1196,7 @@ struct config *config_new(void)
     c->builtin_routes = true;
     c->server_header = true;
     c->access_log = "";
+    c->access_log_from = CONFIG_BUILTIN;
     c->log_level = LOG_INFO;
     c->preface_timeout = 10;
     c->idle_timeout = 300;
@@ -1559,22 +1562,10 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
 
 int config_load_file(struct config *c, const char *path, struct config_errors *e)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        config_error(e, "%s: cannot read: %s", path, strerror(errno));
-        return CONFIG_ERROR;
-    }
     struct buf b = { 0 };
-    char chunk[4096];
-    size_t n;
-    bool oom = false;
-    while (!oom && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        oom = buf_append(&b, chunk, n) != 0;
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad || oom) {
-        buf_free(&b);
-        config_error(e, "%s: %s", path, oom ? "out of memory" : "read error");
+    char why[300];
+    if (read_regular_file(path, &b, why, sizeof why)) {
+        config_error(e, "%s: cannot read: %s", path, why);
         return CONFIG_ERROR;
     }
     int rc = config_parse(c, b.data ? b.data : "", b.len, path, e);

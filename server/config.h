@@ -248,6 +248,7 @@ struct config {
     uint16_t nbuiltin_allow;
     bool server_header;            /* send Server: h2park */
     const char *access_log;        /* "" = none */
+    const char *access_log_from;   /* where it was set */
     int access_log_format;         /* enum access_log_format */
     int log_level;
     double preface_timeout, idle_timeout, write_timeout, body_timeout, shutdown_timeout, scavenge_interval;

@@ -12,12 +12,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <stdatomic.h>
 
 #include "log.h"
+#include "readfile.h"
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 static _Atomic int access_fd = -1;
@@ -72,11 +74,41 @@ void log_rate_limited(int lvl, time_t *last, const char *fmt, ...)
     log_msg(lvl, "%s", line);
 }
 
-int access_log_open(const char *path)
+/* Opening never waits: O_NONBLOCK makes a FIFO without a reader fail at once (ENXIO)
+ * instead of blocking the main thread until one comes, which hung --check, start and
+ * SIGHUP.  A regular file, a character device (/dev/null, /dev/stdout on a terminal) or a
+ * FIFO some process reads (/dev/stdout in a container) is written as before, blocking. */
+static int open_log(const char *path, char *why, size_t whylen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
+    struct stat st;
+    if (fd < 0) {
+        int err = errno;
+        if (err == ENXIO && !stat(path, &st))    /* what would not take a writer */
+            snprintf(why, whylen, "%s", S_ISFIFO(st.st_mode) ? "a FIFO that no process reads (h2park does not wait for one)"
+                                                             : file_kind(st.st_mode));
+        else
+            snprintf(why, whylen, "%s", strerror(err));
+        return -1;
+    }
+    if (fstat(fd, &st) || fcntl(fd, F_SETFL, O_APPEND)) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+        snprintf(why, whylen, "%s, not a file", file_kind(st.st_mode));   /* a block device */
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int access_log_open(const char *path, char *why, size_t whylen)
 {
     static int slot = -1;        /* the descriptor number, once there is one */
     bool on = path && *path;
-    int fd = open(on ? path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open_log(on ? path : "/dev/null", why, whylen);
     if (fd < 0)
         return on ? -1 : 0;
     if (slot < 0) {
@@ -85,7 +117,7 @@ int access_log_open(const char *path)
         int rc = dup3(fd, slot, O_CLOEXEC);
         close(fd);
         if (rc < 0)
-            return -1;
+            return snprintf(why, whylen, "%s", strerror(errno)), -1;
     }
     /* Off: writers in flight land in /dev/null; new ones see -1 and skip. */
     atomic_store(&access_fd, on ? slot : -1);

@@ -14,7 +14,8 @@ void log_rate_limited(int level, time_t *last, const char *fmt, ...) __attribute
 int log_level_parse(const char *s);
 void log_set_level(int level);
 bool log_enabled(int level);
-int access_log_open(const char *path);
+/* Opens path (""/NULL: none) as the access log, in place of the last one; 0, or -1 with why. */
+int access_log_open(const char *path, char *why, size_t whylen);
 bool access_log_enabled(void);
 void access_log_write(const char *line, size_t len);
 

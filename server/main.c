@@ -198,8 +198,8 @@ static int apply_config(struct config *next, enum apply_mode mode, struct config
         config_error(e, "%s", err);
     if (!e->count)
         static_open_roots(next, e);
-    if (!e->count && access_log_open(next->access_log))
-        config_error(e, "access_log %.900s: %s", next->access_log, strerror(errno));
+    if (!e->count && access_log_open(next->access_log, err, sizeof err))
+        config_error(e, "%s: access_log %.700s: %s", next->access_log_from, next->access_log, err);
     if (e->count || mode == APPLY_CHECK) {
         listeners_abort(plan);       /* (--check exits next: nothing to keep) */
         config_unref(next);
@@ -285,8 +285,9 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
     }
     if (w->signum == SIGUSR1) {
         /* The running configuration's file, opened again (log.c swaps it in atomically). */
-        if (access_log_open(running->access_log))
-            log_msg(LOG_ERROR, "SIGUSR1: cannot reopen access_log %s: %s", running->access_log, strerror(errno));
+        char why[300];
+        if (access_log_open(running->access_log, why, sizeof why))
+            log_msg(LOG_ERROR, "SIGUSR1: cannot reopen access_log %s: %s", running->access_log, why);
         else if (running->access_log[0])
             log_msg(LOG_INFO, "SIGUSR1: reopened access_log %s", running->access_log);
         return;

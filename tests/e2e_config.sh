@@ -6,7 +6,9 @@
 # garbage, NUL bytes, endless lines and unclosed sections are errors, not crashes; two
 # thousand sites parse and route; --print-default-config is a working start; and a
 # reload swaps the whole tree at once - a request in flight finishes on the tree it began
-# under, a TLS connection from before a reload keeps working on the new one.
+# under, a TLS connection from before a reload keeps working on the new one; and what is
+# no regular file (a FIFO) named as a certificate, key, CA file, log or config file is an
+# error at once, at --check and on a reload, never a wait.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 ABS_H2PARK=$(cd "$(dirname "$H2PARK")" && pwd)/$(basename "$H2PARK")
@@ -150,3 +152,57 @@ reload_and_wait
   grep -q "reload failed, the running configuration stays: $C:.*: site opened here is not closed" "$TMP/daemon.log"
 check reload_bad_tree_keeps_all $? "$(tail -2 "$TMP/daemon.log")"
 stop_daemon
+
+# Files that are not regular files - a FIFO, a directory, a character device - named as a
+# certificate, a key, a CA file, a client certificate upstream, the access log or the
+# configuration itself: an error naming the line, at once; never a wait on them (a FIFO
+# held --check, and the daemon's main thread after a SIGHUP, for good).
+mkfifo "$TMP/fifo"
+P=$(free_port); T=$(free_port)
+not_a_file() { # not_a_file NAME WANT LINE...: --check of these lines exits 2 at once, saying WANT
+  local name=$1 want=$2 t0=$SECONDS; shift 2
+  printf '%s\n' "listen = 127.0.0.1:$T tls" "root = $TMP/www" "$@" > "$C"
+  errors_of -c "$C" --check
+  [ $RC = 2 ] && echo "$OUT" | grep -qF -- "$want" && [ $((SECONDS - t0)) -lt 5 ]
+  check "$name" $? "exit $RC after $((SECONDS - t0)) s: $OUT"
+}
+not_a_file fifo_as_cert "$C:3: cannot load certificate $TMP/fifo: a FIFO, not a regular file" "cert = $TMP/fifo" "key = $TMP/key.pem"
+not_a_file fifo_as_key "$C:4: cannot load key $TMP/fifo: a FIFO, not a regular file" "cert = $TMP/cert.pem" "key = $TMP/fifo"
+not_a_file fifo_as_ca "$C:5: proxy_ssl_trusted_certificate $TMP/fifo: cannot load: a FIFO, not a regular file" \
+  "location /x/ {" "proxy_pass = https://127.0.0.1:1" "proxy_ssl_trusted_certificate = $TMP/fifo" "}"
+not_a_file fifo_as_upstream_client_cert "$C:5: proxy_ssl_certificate $TMP/fifo: cannot load: a FIFO" \
+  "location /x/ {" "proxy_pass = https://127.0.0.1:1" "proxy_ssl_certificate = $TMP/fifo" "proxy_ssl_certificate_key = $TMP/key.pem" "}"
+not_a_file fifo_as_access_log "$C:3: access_log $TMP/fifo: a FIFO that no process reads (h2park does not wait for one)" \
+  "access_log = $TMP/fifo"
+not_a_file directory_as_cert "$C:3: cannot load certificate $TMP/www: a directory, not a regular file" "cert = $TMP/www" "key = $TMP/key.pem"
+not_a_file device_as_key "$C:4: cannot load key /dev/null: a character device, not a regular file" "cert = $TMP/cert.pem" "key = /dev/null"
+not_a_file directory_as_access_log "$C:3: access_log $TMP/www: Is a directory" "access_log = $TMP/www"
+t0=$SECONDS; errors_of -c "$TMP/fifo" --check
+[ $RC = 2 ] && [ "$OUT" = "h2park: $TMP/fifo: cannot read: a FIFO, not a regular file" ] && [ $((SECONDS - t0)) -lt 5 ]
+check fifo_as_config_file $? "exit $RC after $((SECONDS - t0)) s: $OUT"
+# A FIFO some process reads is a log like any other (/dev/stdout in a container).
+printf '%s\n' "listen = 127.0.0.1:$T tls" "root = $TMP/www" "access_log = $TMP/fifo" > "$C"
+timeout 10 cat "$TMP/fifo" > /dev/null & READER=$!; PIDS="$PIDS $READER"
+sleep 0.2
+errors_of -c "$C" --check; wait "$READER"
+[ $RC = 0 ] && echo "$OUT" | grep -q 'configuration ok'; check fifo_with_a_reader_as_access_log $? "exit $RC: $OUT"
+
+# A SIGHUP naming a FIFO keeps the running configuration and says why; the next good one
+# applies, and SIGTERM stops the daemon.
+good() { printf '%s\n' "listen = 127.0.0.1:$P" "listen = 127.0.0.1:$T tls" "root = $TMP/www" "cert = $TMP/cert.pem" \
+           "key = $TMP/key.pem" "header = always X-Gen: $1"; }
+good 1 > "$C"
+start_config "$C" "$P" || fail fifo_reload_daemon_starts "see above"
+{ good 2; echo "access_log = $TMP/fifo"; } > "$C"; reload_and_wait; r1=$?
+good 3 | sed "s|^cert = .*|cert = $TMP/fifo|" > "$C"; reload_and_wait; r2=$?
+gen=$(curl -s -o /dev/null -D - "http://127.0.0.1:$P/" | tr -d '\r' | sed -n 's/^x-gen: //Ip')
+[ $r1 = 0 ] && [ $r2 = 0 ] && [ "$gen" = 1 ] &&
+  grep -qF "reload failed, the running configuration stays: $C:7: access_log $TMP/fifo: a FIFO that no process reads" "$TMP/daemon.log" &&
+  grep -qF "reload failed, the running configuration stays: $C:4: cannot load certificate $TMP/fifo: a FIFO" "$TMP/daemon.log"
+check fifo_reload_keeps_running_config $? "reloads $r1 $r2, X-Gen $gen: $(grep 'reload failed' "$TMP/daemon.log")"
+good 4 > "$C"; reload_and_wait
+gen=$(curl -sk -o /dev/null -D - "https://127.0.0.1:$T/" | tr -d '\r' | sed -n 's/^x-gen: //Ip')
+[ "$gen" = 4 ]; check fifo_reload_then_good_reload_applies $? "X-Gen $gen: $(tail -3 "$TMP/daemon.log")"
+kill -TERM "$DPID"
+for i in $(seq 1 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$DPID" 2>/dev/null; check fifo_reload_then_sigterm_stops $? "still running 10 s after SIGTERM"

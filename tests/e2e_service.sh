@@ -80,14 +80,15 @@ stop_daemon
 
 # "*:PORT": one IPv6 socket per worker that takes IPv4 too; "[::]:PORT" stays IPv6 only.
 P=$(free_port)
-start_config /dev/null "$P" --listen "*:$P" --root "$TMP/www" --workers 2
+: > "$TMP/empty.conf"              # (a configuration is a regular file: /dev/null is refused)
+start_config "$TMP/empty.conf" "$P" --listen "*:$P" --root "$TMP/www" --workers 2
 v4=$(code "$P" /-/healthz)
 v6=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://[::1]:$P/-/healthz")
 sockets=$(ss -Hltn "( sport = :$P )" | awk '{print $4}' | sort | uniq -c | tr -s ' ')
 [ "$v4" = 200 ] && [ "$v6" = 200 ] && [ "$sockets" = " 2 *:$P" ]
 check listen_star_dual_stack $? "IPv4 $v4, IPv6 $v6, sockets: $sockets"
 stop_daemon
-start_config /dev/null "$P" --listen "[::]:$P" --listen "127.0.0.1:$P" --root "$TMP/www" --workers 1 2>/dev/null
+start_config "$TMP/empty.conf" "$P" --listen "[::]:$P" --listen "127.0.0.1:$P" --root "$TMP/www" --workers 1 2>/dev/null
 [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://[::1]:$P/-/healthz")" = 200 ]
 check listen_v6_only_beside_v4 $? "$(cat "$TMP/daemon.log")"
 stop_daemon

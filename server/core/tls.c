@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "core/conn.h"
+#include "pem.h"
 #include "scalloc.h"
 
 /* h2 if the client offers it, else http/1.1; a client that offers neither (only other
@@ -110,8 +111,9 @@ static const char *key_kind(X509 *x)
 static int load_pair(SSL_CTX *ctx, const struct tls_pair *p, const char **kinds, const char **kind_from, int i,
                      struct config_errors *e)
 {
-    if (SSL_CTX_use_certificate_chain_file(ctx, p->cert) != 1) {
-        config_error(e, "%s: cannot load certificate %s: %s", p->cert_from, p->cert, ssl_reason());
+    char why[300];
+    if (pem_use_certificate_chain(ctx, p->cert, why, sizeof why)) {
+        config_error(e, "%s: cannot load certificate %s: %s", p->cert_from, p->cert, why);
         return -1;
     }
     const char *kind = key_kind(SSL_CTX_get0_certificate(ctx));
@@ -123,8 +125,7 @@ static int load_pair(SSL_CTX *ctx, const struct tls_pair *p, const char **kinds,
         }
     kinds[i] = kind;
     kind_from[i] = p->cert_from;
-    if (SSL_CTX_use_PrivateKey_file(ctx, p->key, SSL_FILETYPE_PEM) != 1) {
-        const char *why = ssl_reason();
+    if (pem_use_private_key(ctx, p->key, why, sizeof why)) {
         if (strstr(why, "values mismatch") || strstr(why, "KEY_VALUES_MISMATCH"))
             config_error(e, "%s: key %s does not match the certificate %s (%s): %s", p->key_from, p->key, p->cert,
                          p->cert_from, why);

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "pem.h"
 #include "upstream/upstream.h"
 
 static const char *ssl_reason(char *buf, size_t cap)
@@ -79,9 +80,8 @@ static SSL_CTX *client_ctx(const struct upstream_tls *t, struct config *c, struc
         SSL_CTX_set_alpn_protos(ctx, (const unsigned char *)"\x08http/1.1", 9);
     SSL_CTX_set_verify(ctx, t->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     if (t->trusted) {
-        if (SSL_CTX_load_verify_locations(ctx, t->trusted, NULL) != 1) {
-            config_error(e, "%s: proxy_ssl_trusted_certificate %s: cannot load: %s", t->trusted_from, t->trusted,
-                         ssl_reason(why, sizeof why));
+        if (pem_load_verify_file(ctx, t->trusted, why, sizeof why)) {
+            config_error(e, "%s: proxy_ssl_trusted_certificate %s: cannot load: %s", t->trusted_from, t->trusted, why);
             return NULL;
         }
     } else if (t->verify && SSL_CTX_set_default_verify_paths(ctx) != 1) {
@@ -89,14 +89,14 @@ static SSL_CTX *client_ctx(const struct upstream_tls *t, struct config *c, struc
         return NULL;
     }
     if (t->cert) {
-        if (SSL_CTX_use_certificate_chain_file(ctx, t->cert) != 1) {
-            config_error(e, "%s: proxy_ssl_certificate %s: cannot load: %s", t->cert_from, t->cert,
-                         ssl_reason(why, sizeof why));
+        if (pem_use_certificate_chain(ctx, t->cert, why, sizeof why)) {
+            config_error(e, "%s: proxy_ssl_certificate %s: cannot load: %s", t->cert_from, t->cert, why);
             return NULL;
         }
-        if (SSL_CTX_use_PrivateKey_file(ctx, t->key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+        if (pem_use_private_key(ctx, t->key, why, sizeof why) ||
+            (SSL_CTX_check_private_key(ctx) != 1 && ssl_reason(why, sizeof why))) {
             config_error(e, "%s: proxy_ssl_certificate_key %s: cannot load, or does not match %s: %s", t->key_from,
-                         t->key, t->cert, ssl_reason(why, sizeof why));
+                         t->key, t->cert, why);
             return NULL;
         }
     }

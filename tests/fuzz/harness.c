@@ -102,7 +102,8 @@ void fuzz_daemon_init(void)
     }
     log_set_level(c->log_level);
     app_init();
-    if (access_log_open(""))
+    char why[200];
+    if (access_log_open("", why, sizeof why))
         abort();
     conn_protocols.cleartext = &detect_proto;
     conn_runtime = request_runtime;

@@ -273,6 +273,8 @@ struct config_parse {
     const char *src_name;
     uint32_t line;
     bool builtin;                  /* the source is the embedded default */
+    const char *dir;               /* the file being read's directory, absolute; NULL: the
+                                      embedded default or the command line */
     bool cli_listen;               /* a --listen has replaced every listen line */
     struct vec real_ip;            /* struct access_rule, all allow */
     struct vec builtin_allow;      /* struct access_rule, all allow */
@@ -493,11 +495,36 @@ static int set_user(struct setter_args *a)
     return 0;
 }
 
+/* A path as its source means it: a relative one in a file is taken from the file's
+ * directory, so that the file means the same whichever directory h2park starts in (as
+ * nginx's prefix and Caddy's file-relative paths); one in the embedded default or on the
+ * command line from the working directory.  NULL if the result is too long. */
+static const char *source_path(struct config *c, const char *path)
+{
+    const char *dir = c->parse->dir;
+    if (!dir || path[0] == '/')
+        return strlen(path) < PATH_MAX - 64 ? sdup(c, path) : NULL;
+    while (path[0] == '.' && path[1] == '/')
+        for (path += 2; *path == '/'; path++)
+            ;
+    if (!strcmp(path, "."))
+        path = "";
+    size_t dl = strlen(dir), pl = strlen(path);
+    if (dl + 1 + pl >= PATH_MAX - 64)
+        return NULL;
+    char *out = alloc(c, dl + pl + 2);
+    memcpy(out, dir, dl);
+    out[dl] = '/';
+    memcpy(out + dl + (dl > 1 || dir[0] != '/'), path, pl + 1);   /* "/" + "a": "/a" */
+    return out;
+}
+
 static int set_access_log(struct setter_args *a)
 {
-    if (strlen(a->value) >= PATH_MAX)
+    const char *path = *a->value ? source_path(a->c, a->value) : "";
+    if (!path)
         return WHY("access_log: path '%.100s...' is too long", a->value);
-    a->c->access_log = sdup(a->c, a->value);
+    a->c->access_log = path;
     a->c->access_log_from = a->from;
     return 0;
 }
@@ -567,9 +594,8 @@ static int set_path(struct setter_args *a, const char **dst, const char *what)
 {
     if (!*a->value)
         return WHY("%s must not be empty", what);
-    if (strlen(a->value) >= PATH_MAX - 64)
+    if (!(*dst = source_path(a->c, a->value)))
         return WHY("%s: path '%.100s...' is too long", what, a->value);
-    *dst = sdup(a->c, a->value);
     return 0;
 }
 
@@ -1560,15 +1586,45 @@ int config_parse(struct config *c, const char *text, size_t len, const char *nam
     return e->count > before ? CONFIG_ERROR : CONFIG_OK;
 }
 
+/* The directory path is in, absolute and without "." or ".." (realpath: the file was
+ * just found there), or NULL. */
+static const char *directory_of(struct config *c, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX], real[PATH_MAX];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else if ((size_t)(slash - path) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else
+        return errno = ENAMETOOLONG, NULL;
+    if (!realpath(dir, real))
+        return NULL;
+    return sdup(c, real);
+}
+
 int config_load_file(struct config *c, const char *path, struct config_errors *e)
 {
+    struct config_parse *p = c->parse;
     struct buf b = { 0 };
     char why[300];
     if (read_regular_file(path, &b, why, sizeof why)) {
         config_error(e, "%s: cannot read: %s", path, why);
         return CONFIG_ERROR;
     }
+    if (!(p->dir = directory_of(c, path))) {
+        config_error(e, "%s: cannot resolve its directory: %s", path, strerror(errno));
+        buf_free(&b);
+        return CONFIG_ERROR;
+    }
+    /* A file's sites serve files only from a root it (or the command line) names: the
+     * embedded default's ./www, in whatever directory h2park started, is not theirs. */
+    if (p->top.root_from && !strcmp(p->top.root_from, CONFIG_BUILTIN))
+        p->top.root = p->top.root_from = NULL;
     int rc = config_parse(c, b.data ? b.data : "", b.len, path, e);
+    p->dir = NULL;
     buf_free(&b);
     return rc;
 }
@@ -1764,17 +1820,21 @@ static uint64_t next_docroot_id(void)
     return atomic_fetch_add(&id, 1) + 1;
 }
 
+static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+/* The root a location serves files from; one whose path is NULL (no root anywhere above a
+ * location of a file's site) serves none: every file is 404. */
 static const struct docroot *docroot_for(struct config *c, struct vec *roots, const struct merged *m)
 {
-    bool builtin = !strcmp(m->root_from, CONFIG_BUILTIN);
+    bool builtin = m->root_from && !strcmp(m->root_from, CONFIG_BUILTIN);
     for (uint32_t i = 0; i < roots->n; i++) {
         struct docroot *d = ((struct docroot **)roots->v)[i];
-        if (!strcmp(d->path, m->root) && same_strings(&m->index, d->index, d->nindex) && d->builtin_default == builtin)
+        if (same_text(d->path, m->root) && same_strings(&m->index, d->index, d->nindex) && d->builtin_default == builtin)
             return d;
     }
     struct docroot *d = alloc(c, sizeof *d);
     d->path = m->root;
-    d->from = m->root_from;
+    d->from = m->root_from ? m->root_from : "no root";
     d->index = m->index.v;
     d->nindex = (uint8_t)m->index.n;
     d->builtin_default = builtin;
@@ -1837,7 +1897,6 @@ static void build_upstreams(struct config *c, const struct scope *top, struct co
     }
 }
 
-static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
 
 /* The TLS settings of a proxy_pass https:// or h2://, shared with every location that has
  * the same ones and protocol (so they share one context and their pooled connections).

@@ -74,7 +74,8 @@ struct return_spec {
 
 /* A directory files are served from, opened once per configuration (app/static.c). */
 struct docroot {
-    const char *path;              /* absolute once opened */
+    const char *path;              /* absolute once opened; NULL: no root (a file's site that
+                                      names none), every file 404 */
     const char *from;              /* where it was set */
     const char *const *index;      /* the files a directory is answered with, in order */
     uint8_t nindex;

@@ -34,6 +34,7 @@
 #include "core/conn.h"
 #include "mem.h"
 #include "notify.h"
+#include "pathreport.h"
 #include "privileges.h"
 #include "proto/detect.h"
 #include "proto/h1.h"
@@ -200,6 +201,8 @@ static int apply_config(struct config *next, enum apply_mode mode, struct config
         static_open_roots(next, e);
     if (!e->count && access_log_open(next->access_log, err, sizeof err))
         config_error(e, "%s: access_log %.700s: %s", next->access_log_from, next->access_log, err);
+    if (!e->count && mode == APPLY_CHECK)
+        print_paths(next, stdout);
     if (e->count || mode == APPLY_CHECK) {
         listeners_abort(plan);       /* (--check exits next: nothing to keep) */
         config_unref(next);
@@ -385,7 +388,7 @@ int main(int argc, char **argv)
     log_msg(LOG_INFO, "h2park %s: %d workers, parking %s (from %s), size-specialized malloc %s, %u site%s, root %s",
             H2PARK_VERSION, nworkers, running->parking ? "on" : "off", running->parking_source,
             sc.size_specialized ? "on" : "off", running->nsites, running->nsites == 1 ? "" : "s",
-            root->fd >= 0 ? root->path : "(the built-in page)");
+            root->fd >= 0 ? root->path : root->path ? "(the built-in page)" : "(none: files are 404)");
     ev_run(main_loop, 0);
     upstream_health_stop();
     workers_join();

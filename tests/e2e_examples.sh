@@ -30,7 +30,8 @@ sed -e "s|^listen = \*:443 tls$|listen = *:$P tls|" -e "s|^listen = \*:80$|liste
 check example_site_conf_adapted $? "$(grep -v '^#' "$TMP/site.conf")"
 if [ "$(id -u)" = 0 ] && id www-data >/dev/null 2>&1; then as=www-data; else sed -i '/^user = /d' "$TMP/site.conf"; as=$(id -un); fi
 out=$("$H2PARK" -c "$TMP/site.conf" --check 2>"$TMP/check.err")
-[ "$out" = "configuration ok" ]; check example_site_check_ok $? "$out: $(cat "$TMP/check.err")"
+[ "$(echo "$out" | tail -1)" = "configuration ok" ] && echo "$out" | grep -qF "cert $TMP/cert.pem"
+check example_site_check_ok $? "$out: $(cat "$TMP/check.err")"
 if start_config "$TMP/site.conf" "$Q"; then
   the_page "https://127.0.0.1:$P/"; h2=$?
   v6=$(curl -sk -m 5 -o /dev/null -w '%{http_code}' "https://[::1]:$P/")

@@ -46,7 +46,8 @@ else
 fi
 
 printf 'root = ./nowhere\n' > "$TMP/root.conf"
-(cd "$TMP" && H2PARK=$ABS_H2PARK config_error missing_root_from_file "root ./nowhere ($TMP/root.conf:1) resolved against $TMP: No such file" \
+# (a file's relative root is taken from its directory, wherever h2park starts)
+(cd "$TMP/www" && H2PARK=$ABS_H2PARK config_error missing_root_from_file "root $TMP/nowhere ($TMP/root.conf:1): No such file" \
   -c "$TMP/root.conf" --check)
 config_error missing_root_from_flag "root /nowhere/www (command line): No such file" --root /nowhere/www --check
 config_error cert_without_key "command line: 1 cert and 0 key at the top level: each certificate needs its key" --tls-listen 127.0.0.1:1 --cert "$TMP/cert.pem" --root "$TMP/www"
@@ -60,7 +61,7 @@ config_error listen_option_twice "'tls' given twice" --listen '127.0.0.1:1 tls t
 P=$(free_port)
 out=$("$H2PARK" --check --listen "127.0.0.1:$P" --tls-listen "127.0.0.1:$((P + 1))" --cert "$TMP/cert.pem" \
   --key "$TMP/key.pem" --root "$TMP/www" 2>/dev/null); rc=$?
-[ $rc = 0 ] && [ "$out" = "configuration ok" ] && ! ss -Hltn "( sport = :$P )" | grep -q .
+[ $rc = 0 ] && [ "$(echo "$out" | tail -1)" = "configuration ok" ] && ! ss -Hltn "( sport = :$P )" | grep -q .
 check check_ok_and_releases $? "exit $rc: $out"
 hold_port "$P"
 config_error check_finds_busy_port "listen 127.0.0.1:$P: Address already in use (another process listens there)" \

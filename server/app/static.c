@@ -604,6 +604,8 @@ int static_open_roots(struct config *c, struct config_errors *e)
     for (uint32_t i = 0; i < c->ndocroots; i++) {
         struct docroot *d = c->docroots[i];
         char real[PATH_MAX], here[PATH_MAX];
+        if (!d->path)
+            continue;              /* no root: no files */
         int fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int err = errno;
         if (fd >= 0) {

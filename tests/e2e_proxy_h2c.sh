@@ -60,7 +60,7 @@ check_h2load_and_reuse "" curl -s --http2-prior-knowledge "http://127.0.0.1:$F/c
 # ---- faults ----
 c=$(curl -s -o /dev/null -w '%{http_code}' --http2-prior-knowledge "http://127.0.0.1:$P/f/rst-head")
 [ "$c" = 502 ] && grep -q 'GET /f/rst-head: upstream 127.0.0.1:'$F': upstream reset the stream (INTERNAL_ERROR)' "$TMP/daemon.log" &&
-  grep -q '"target":"/f/rst-head".*"status":502.*"upstream_error":"upstream reset the stream (INTERNAL_ERROR)"' "$TMP/access.log"
+  grep -q '"target":"/f/rst-head".*"status":502.*"upstream_error":"upstream reset the stream (INTERNAL_ERROR) while reading the response header"' "$TMP/access.log"
 check rst_stream_before_head_502_cause_logged $? "$c; $(grep rst-head "$TMP/daemon.log" | tail -1)"
 curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$P/f/rst-body"; rc=$?
 [ $rc = 92 ]; check rst_stream_mid_body_resets_h2_client $? "curl exit $rc (92: the stream was reset)"

@@ -115,7 +115,7 @@ got=$(curl -s --http2-prior-knowledge "http://127.0.0.1:$P/app/three.bin" | sha2
 [ "$(st /wrongca/who)" = 502 ]; check wrong_ca_502 $? "$(cat "$TMP/body.out")"
 grep -q "upstream 127.0.0.1:$NGS: SSL certificate verify error: (20:unable to get local issuer certificate)" "$TMP/daemon.log"
 check wrong_ca_cause_logged $? "$(grep -i ssl "$TMP/daemon.log" | tail -2)"
-grep '"target":"/wrongca/who"' "$TMP/access.log" | grep -q '"upstream_error":"SSL handshake with upstream failed"'
+grep '"target":"/wrongca/who"' "$TMP/access.log" | grep -q '"upstream_error":"SSL certificate verify error: (20:unable to get local issuer certificate) for [^"]* while connecting to upstream"'
 check wrong_ca_access_log $? "$(grep wrongca "$TMP/access.log" | tail -1)"
 [ "$(st /system/who)" = 502 ]; check verified_by_default_against_system_cas_502 $? "$(cat "$TMP/body.out")"
 [ "$(g /noverify/who)" = "app sni=127.0.0.1" ] || [ "$(g /noverify/who)" = "app sni=" ]

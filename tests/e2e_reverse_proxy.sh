@@ -300,7 +300,7 @@ done
 grep 'GET /cl-te' "$TMP/daemon.log" | grep -q 'Transfer-Encoding'; check smuggling_cause_logged $? "$(tail -2 "$TMP/daemon.log")"
 grep 'GET /status-20' "$TMP/daemon.log" | grep -q 'invalid status code'; check bad_status_cause_logged $? "$(grep status-20 "$TMP/daemon.log" | tail -1)"
 # ... and in the access log, whole: llhttp's reason after the proxy's words.
-grep '"target":"/two-cl"' "$TMP/faults.access" | grep -q '"upstream_error":"upstream sent an invalid response: Duplicate Content-Length"'
+grep '"target":"/two-cl"' "$TMP/faults.access" | grep -q '"upstream_error":"upstream sent an invalid response: Duplicate Content-Length while reading the response header"'
 check parser_cause_in_access_log $? "$(grep two-cl "$TMP/faults.access" | tail -1)"
 # A fold split across reads (the upstream writes a byte at a time) is refused as the
 # whole one is, never passed on.
@@ -398,7 +398,7 @@ stop_daemon
 # own failure (nginx caps proxy_next_upstream_tries at the number of servers), not "no live
 # upstreams".
 proxy_to tries "127.0.0.1:$DEAD" "proxy_next_upstream_tries = 3"
-[ "$(st /x)" = 502 ] && grep -q '"upstream_error":"connect() failed"' "$TMP/tries.access" && ! grep -q 'no live' "$TMP/tries.access"
+[ "$(st /x)" = 502 ] && grep -q '"upstream_error":"connect() failed (111: Connection refused) while connecting to upstream"' "$TMP/tries.access" && ! grep -q 'no live' "$TMP/tries.access"
 check tries_over_servers_refused_502_its_cause $? "$(tail -1 "$TMP/tries.access")"
 stop_daemon
 proxy_to tries2 "127.0.0.1:$FAULT" "proxy_next_upstream_tries = 3" "proxy_read_timeout = 1s"

@@ -9,6 +9,7 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /conns           200, the body is how many connections were accepted so far
   /slow-head?s=N   the head only after N seconds
   /slow-body       a head announcing 10 bytes, 5 of them, the rest after half a second
+  /stall-body?s=N  a head announcing 10 bytes, 5 of them, then silence for N seconds
   /reset           a head announcing 100000 bytes, 1000 of them, then a reset
   /cut             a head announcing 100000 bytes, 1000 of them, then a clean close (over
                    TLS with close_notify)
@@ -119,6 +120,10 @@ class Handler(socketserver.BaseRequestHandler):
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12345")
                 time.sleep(0.5)
                 s.sendall(b"67890")
+            elif path == "/stall-body":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12345")
+                time.sleep(float(query.split("=")[1]))
+                return
             elif path == "/reset":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
                 time.sleep(0.2)

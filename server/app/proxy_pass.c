@@ -80,6 +80,9 @@ struct exchange {
     bool reused, request_sent, body_started, responded, body_open;
     bool h2;                       /* the upstream speaks HTTP/2 (upstream/h2client.c) */
     uint8_t send_failed;           /* the upstream stopped taking the request: why */
+    uint8_t err;                   /* the errno behind the attempt's failure, or 0 (Linux's fit a
+                                      byte: the exchange stays in the heap's 352-byte class) */
+    char *detail;                  /* a failed connect's or handshake's words (heap), or NULL */
 };
 
 /* What the proxy does with a field, by its name (lower case, nl bytes): found by length
@@ -466,6 +469,7 @@ static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum
             sent |= moved > 0;
             if (f < 0) {
                 /* What the upstream said before it stopped reading is still read. */
+                x->err = (uint8_t)errno;
                 x->send_failed = errno == ECONNRESET ? UF_RESET : UF_SEND;
                 x->body_open = false;
                 buf_free(&t->out);
@@ -564,6 +568,8 @@ static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum
             *why = !x->resp.head_done && x->send_failed ? (enum upstream_failure)x->send_failed
                    : e == ECONNRESET                     ? UF_RESET
                                                          : UF_CLOSED;
+            if (*why != x->send_failed)
+                x->err = (uint8_t)e; /* (else the send's, kept when it failed) */
             return -1;
         }
         break;                       /* nothing more now */
@@ -575,24 +581,50 @@ static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum
 
 /* ---- the client's side ---- */
 
+/* The one error-log line of a failed attempt - a warning when another server is tried
+ * next - and, for the last, its cause for the access log: the client, the request, the
+ * server (the group when none could be picked), and what happened in which phase. */
+static PARKED_APART void report(struct exchange *x, enum upstream_failure why, bool retrying)
+{
+    struct request *r = x->r;
+    enum upstream_phase phase = UP_NONE;
+    if (why == UF_CONNECT || why == UF_CONNECT_TIMEOUT || why == UF_TLS)
+        phase = UP_CONNECT;
+    else if (x->resp.upgraded)
+        phase = UP_TUNNEL;
+    else if (why == UF_SEND || why == UF_SEND_TIMEOUT)
+        phase = UP_SEND;
+    else if (why != UF_NOLIVE && why != UF_BUSY)
+        phase = x->resp.head_done ? UP_BODY : UP_HEADER;
+    struct upstream_fault f = { why, phase, x->err, x->detail ? x->detail : why == UF_INVALID ? x->resp.error : NULL,
+                                x->pc };
+    char cause[600];
+    size_t n = upstream_cause(&f, cause, sizeof cause);
+    const struct upstream_group *g = x->pc->group;
+    const char *server = phase == UP_NONE ? (g->name[0] ? g->name : g->servers[0].text) : x->sc ? x->sc->text : "-";
+    log_msg(retrying ? LOG_WARN : LOG_ERROR, "%s: %s %s: upstream %s: %s%s", req_peer(r), req_method(r),
+            req_target(r), server, cause, retrying ? "; trying another" : "");
+    struct req_upstream *u = retrying ? NULL : req_upstream(r);
+    if (u) {
+        sc_free(u->error);
+        if ((u->error = sc_malloc(n + 1)))
+            memcpy(u->error, cause, n + 1);
+    }
+}
+
 static void fail(struct exchange *x, enum upstream_failure why)
 {
     struct request *r = x->r;
-    struct req_upstream *u = req_upstream(r);
-    const char *cause = why == UF_INVALID && x->resp.error ? x->resp.error : upstream_failure_text[why];
-    if (u) {                         /* x, and the text, go before the log line */
-        size_t n = strlen(cause) + 1;
-        sc_free(u->error);
-        if ((u->error = sc_malloc(n)))
-            memcpy(u->error, cause, n);
-    }
-    log_msg(LOG_ERROR, "%s: %s %s: upstream %s: %s", req_peer(r), req_method(r), req_target(r),
-            x->sc ? x->sc->text : "-", cause);
+    report(x, why, false);
     if (x->responded) {
         req_abort(r);                /* the response began: the client must see it cut short */
         return;
     }
+    /* The access log's upstream_status is the status the client got, as nginx's. */
     int status = upstream_failure_status(why);
+    struct req_upstream *u = req_upstream(r);
+    if (u)
+        u->status = status;
     reply_text(r, status, status == 504 ? "504 Gateway Timeout\n" : status == 503 ? "503 Service Unavailable\n"
                                                                                  : "502 Bad Gateway\n");
 }
@@ -726,6 +758,7 @@ static PARKED_APART int tunnel(struct exchange *x, enum upstream_failure *why)
             uint64_t moved;
             int f = transport_flush(t, &moved);
             if (f < 0) {
+                x->err = (uint8_t)errno;
                 *why = errno == ECONNRESET ? UF_RESET : UF_SEND;
                 return -1;
             }
@@ -764,6 +797,7 @@ static PARKED_APART int tunnel(struct exchange *x, enum upstream_failure *why)
         if (n < 0) {
             if (!errno)
                 return 0;
+            x->err = (uint8_t)errno;
             *why = errno == ECONNRESET ? UF_RESET : UF_CLOSED;
             return -1;
         }
@@ -789,8 +823,11 @@ static int attempt(struct exchange *x, struct buf *head, bool chunked, enum upst
     bool once = !idempotent(req_method(r)) || chunked || req_content_length(r) > 0;
     x->uc = upstream_take(x->sc, x->pc->tls, req_now(r), x->h2, once);
     x->reused = x->uc != NULL;
+    x->err = 0;
+    sc_free(x->detail);
+    x->detail = NULL;
     if (!x->uc) {
-        x->uc = upstream_connect(r, x->sc, x->pc->tls, x->pc->connect_timeout, why);
+        x->uc = upstream_connect(r, x->sc, x->pc->tls, x->pc->connect_timeout, why, &x->detail);
         if (!x->uc) {
             *retry = *why != UF_NONE;    /* nothing was sent: any request may go elsewhere */
             return -1;
@@ -957,10 +994,10 @@ void proxy_pass_handle(struct request *r)
             fail(x, why);
             break;
         }
-        log_msg(LOG_WARN, "%s: %s %s: upstream %s: %s; trying another", req_peer(r), req_method(r), req_target(r),
-                x->sc->text, why == UF_INVALID && x->resp.error ? x->resp.error : upstream_failure_text[why]);
+        report(x, why, true);
     }
     req_park_frees(r, NULL);
+    sc_free(x->detail);
     h1resp_free(&x->resp);
     buf_free(&x->rx);
     buf_free(&head);

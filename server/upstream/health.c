@@ -187,7 +187,7 @@ static void step(struct probe *p)
             start_request(p);
             return;
         }
-        if (!(p->ssl = upstream_tls_client(p->g->check_tls, p->sc, p->fd))) {
+        if (!(p->ssl = upstream_tls_client(p->g->check_tls, p->fd))) {
             finish(p, false, "cannot start TLS");
             return;
         }

@@ -132,14 +132,14 @@ const char *upstream_tls_failure(const struct upstream_tls *t, SSL *ssl, char *b
 }
 
 /* Why the handshake failed, in nginx's words where nginx has them. */
-static void log_failure(const struct upstream_server_conf *sc, const struct upstream_tls *t, SSL *ssl)
+static char *failure(const struct upstream_tls *t, SSL *ssl)
 {
     char why[400];
-    log_msg(LOG_ERROR, "upstream %s: %s", sc->text, upstream_tls_failure(t, ssl, why, sizeof why));
+    return upstream_text("%s", upstream_tls_failure(t, ssl, why, sizeof why));
 }
 
-/* The name sent and checked: 0, or -1 (logged). */
-static int name_ssl(SSL *ssl, const struct upstream_server_conf *sc, const struct upstream_tls *t)
+/* The name sent and checked: 0, or -1. */
+static int name_ssl(SSL *ssl, const struct upstream_tls *t)
 {
     SSL_set_connect_state(ssl);
     bool ip = is_ip(t->name);
@@ -147,18 +147,16 @@ static int name_ssl(SSL *ssl, const struct upstream_server_conf *sc, const struc
         SSL_set_tlsext_host_name(ssl, t->name);
     if (t->verify) {
         int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), t->name) : SSL_set1_host(ssl, t->name);
-        if (ok != 1) {
-            log_msg(LOG_ERROR, "upstream %s: cannot verify the name %s", sc->text, t->name);
+        if (ok != 1)
             return -1;
-        }
     }
     return 0;
 }
 
-SSL *upstream_tls_client(const struct upstream_tls *t, const struct upstream_server_conf *sc, int fd)
+SSL *upstream_tls_client(const struct upstream_tls *t, int fd)
 {
     SSL *ssl = t->ctx ? SSL_new(t->ctx) : NULL;
-    if (!ssl || SSL_set_fd(ssl, fd) != 1 || name_ssl(ssl, sc, t)) {
+    if (!ssl || SSL_set_fd(ssl, fd) != 1 || name_ssl(ssl, t)) {
         SSL_free(ssl);
         return NULL;
     }
@@ -167,32 +165,35 @@ SSL *upstream_tls_client(const struct upstream_tls *t, const struct upstream_ser
 
 /* HTTP/2 over TLS is only spoken once ALPN chose h2 (RFC 9113 3.2; Go's transport and
  * nghttpx insist as well): a server that chose nothing speaks HTTP/1.1 whatever it is sent. */
-static int agreed_h2(const struct upstream_server_conf *sc, SSL *ssl)
+static int agreed_h2(SSL *ssl, char **detail)
 {
     const unsigned char *p = NULL;
     unsigned len = 0;
     SSL_get0_alpn_selected(ssl, &p, &len);
     if (len == 2 && !memcmp(p, "h2", 2))
         return 0;
-    log_msg(LOG_ERROR, "upstream %s: the server did not choose HTTP/2 (h2) by ALPN %s%.*s%s", sc->text,
-            len ? "(it chose \"" : "(it chose none)", (int)len, len ? (const char *)p : "", len ? "\")" : "");
+    *detail = upstream_text("the server did not choose HTTP/2 (h2) by ALPN %s%.*s%s",
+                            len ? "(it chose \"" : "(it chose none)", (int)len, len ? (const char *)p : "",
+                            len ? "\")" : "");
     return -1;
 }
 
-int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const struct upstream_server_conf *sc,
-                           const struct upstream_tls *t, double deadline, enum upstream_failure *why)
+int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const struct upstream_tls *t, double deadline,
+                           enum upstream_failure *why, char **detail)
 {
     struct transport *tr = &uc->t;
     *why = UF_TLS;
     SSL *ssl = t->ctx ? SSL_new(t->ctx) : NULL;
     if (!ssl || tls_attach_socket(ssl, tr->fd)) {
         SSL_free(ssl);
-        log_msg(LOG_ERROR, "upstream %s: cannot start TLS", sc->text);
+        *detail = upstream_text("cannot start TLS");
         return -1;
     }
     tr->ssl = ssl;
-    if (name_ssl(ssl, sc, t))
+    if (name_ssl(ssl, t)) {
+        *detail = upstream_text("cannot verify the name %s", t->name);
         return -1;
+    }
     if (t->session_reuse) {
         SSL_set_app_data(ssl, uc);
         SSL_SESSION *s = upstream_session_for(uc, t->ctx);
@@ -203,15 +204,15 @@ int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const st
     for (;;) {
         enum handshake h = transport_handshake(tr);
         if (h == HANDSHAKE_DONE)
-            return t->h2 ? agreed_h2(sc, ssl) : 0;
+            return t->h2 ? agreed_h2(ssl, detail) : 0;
         if (h == HANDSHAKE_FAILED) {
-            log_failure(sc, t, ssl);
+            *detail = failure(t, ssl);
             return -1;
         }
         /* What the batching BIO still holds goes first (a full socket). */
         int sent = tls_send_sealed(ssl);
         if (sent < 0) {
-            log_failure(sc, t, ssl);
+            *detail = failure(t, ssl);
             return -1;
         }
         double left = deadline - req_now(r);

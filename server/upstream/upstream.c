@@ -26,24 +26,6 @@
 #include "scalloc.h"
 #include "upstream/upstream.h"
 
-const char *const upstream_failure_text[UF_COUNT] = {
-    [UF_NONE] = "-", [UF_CONNECT] = "connect() failed", [UF_CONNECT_TIMEOUT] = "upstream timed out connecting",
-    [UF_SEND] = "upstream closed while the request was sent", [UF_SEND_TIMEOUT] = "upstream timed out reading the request",
-    [UF_READ_TIMEOUT] = "upstream timed out sending the response", [UF_CLOSED] = "upstream prematurely closed the connection",
-    [UF_RESET] = "upstream reset the connection", [UF_INVALID] = "upstream sent an invalid response",
-    [UF_NOLIVE] = "no live upstreams", [UF_BUSY] = "every upstream server is at max_conns",
-    [UF_TLS] = "SSL handshake with upstream failed",
-};
-
-int upstream_failure_status(enum upstream_failure f)
-{
-    switch (f) {
-    case UF_CONNECT_TIMEOUT: case UF_SEND_TIMEOUT: case UF_READ_TIMEOUT: return 504;
-    case UF_BUSY: return 503;
-    default: return 502;
-    }
-}
-
 struct server_state {
     struct upstream_conn *idle;
     uint32_t nidle, active;
@@ -331,16 +313,18 @@ struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const
 }
 
 struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc,
-                                       const struct upstream_tls *tls, double timeout, enum upstream_failure *why)
+                                       const struct upstream_tls *tls, double timeout, enum upstream_failure *why,
+                                       char **detail)
 {
     double deadline = req_now(r) + timeout;
     struct upstreams *u = state();
     *why = UF_CONNECT;
+    *detail = NULL;
     if (!u)
         return NULL;
     int fd = socket(sc->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        log_msg(LOG_ERROR, "upstream %s: socket: %s", sc->text, strerror(errno));
+        *detail = upstream_call_failed("socket", errno);
         return NULL;
     }
     if (sc->addr.ss_family != AF_UNIX) {
@@ -369,7 +353,7 @@ struct upstream_conn *upstream_connect(struct request *r, const struct upstream_
         rc = e ? -1 : 0;
     }
     if (rc < 0) {
-        log_msg(LOG_ERROR, "upstream %s: connect: %s", sc->text, strerror(errno));
+        *detail = upstream_call_failed("connect", errno);
         conn_close_now(uc);
         return NULL;
     }
@@ -377,7 +361,7 @@ struct upstream_conn *upstream_connect(struct request *r, const struct upstream_
     uc->epoch = u->epoch;
     if (!current(u, sc))
         uc->epoch--;                /* closed when it is done, counted nowhere, keeps no session */
-    if (tls && upstream_tls_handshake(r, uc, sc, tls, deadline, why)) {
+    if (tls && upstream_tls_handshake(r, uc, tls, deadline, why, detail)) {
         conn_close_now(uc);
         return NULL;
     }

@@ -54,8 +54,27 @@ enum upstream_failure {
     UF_NONE, UF_CONNECT, UF_CONNECT_TIMEOUT, UF_SEND, UF_SEND_TIMEOUT, UF_READ_TIMEOUT, UF_CLOSED, UF_RESET,
     UF_INVALID, UF_NOLIVE, UF_BUSY, UF_TLS, UF_COUNT
 };
+
+/* failure.c: a failure in words, for its one error-log line and the access log.
+ * upstream_failure_text is each cause's name alone ("connect() failed"). */
 extern const char *const upstream_failure_text[UF_COUNT];
 int upstream_failure_status(enum upstream_failure f);
+/* Where in the exchange it failed. */
+enum upstream_phase { UP_NONE, UP_CONNECT, UP_SEND, UP_HEADER, UP_BODY, UP_TUNNEL };
+struct upstream_fault {
+    enum upstream_failure why;
+    enum upstream_phase phase;
+    int err;                       /* the errno of a failed system call, or 0 */
+    const char *detail;            /* the words of the layer that saw it (llhttp's, OpenSSL's), or NULL */
+    const struct proxy_conf *pc;   /* the timeouts that fired */
+};
+/* The sentence, into buf (cut to cap): "upstream timed out after proxy_read_timeout 30s
+ * while reading the response header"; its length. */
+size_t upstream_cause(const struct upstream_fault *f, char *buf, size_t cap);
+/* Heap text (sc_free'd by its taker; NULL without memory): printf's, and a failed call's
+ * "connect() failed (111: Connection refused)". */
+char *upstream_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *upstream_call_failed(const char *call, int err);
 
 /* The server of group g for a new attempt (its place in g), skipping those in tried (a bit
  * per place) and those down or at max_conns; backups only once no primary can take it.
@@ -70,9 +89,12 @@ int upstream_pick(const struct upstream_group *g, double now, uint32_t tried, en
 struct upstream_conn *upstream_take(const struct upstream_server_conf *sc, const struct upstream_tls *tls, double now,
                                     bool h2, bool check);
 /* A new connection to server sc, connected (and its TLS handshake done, if tls) within
- * timeout seconds; the waits are r's.  NULL with *why on failure (r gone: UF_NONE). */
+ * timeout seconds; the waits are r's.  NULL with *why on failure (r gone: UF_NONE), and
+ * for a connect or handshake that failed *detail, what failed in words (upstream_text's;
+ * else NULL). */
 struct upstream_conn *upstream_connect(struct request *r, const struct upstream_server_conf *sc,
-                                       const struct upstream_tls *tls, double timeout, enum upstream_failure *why);
+                                       const struct upstream_tls *tls, double timeout, enum upstream_failure *why,
+                                       char **detail);
 /* An exchange ended on uc: reusable says it was complete on both sides and the server
  * keeps the connection open; then it is pooled (within its group's keepalive), else closed. */
 void upstream_done(struct upstream_conn *uc, bool reusable, double now);
@@ -111,7 +133,8 @@ void upstream_health_stats(uint64_t fingerprint, struct upstream_stats *out, int
 
 /* tls.c: the client contexts of c's proxy_pass https:// and h2:// settings, made before c
  * is applied (every problem into e, with its line); and a handshake on uc's socket, by
- * deadline (req_now's clock): 0, or -1 with *why (the cause logged). */
+ * deadline (req_now's clock): 0, or -1 with *why and, for UF_TLS, *detail (its cause in
+ * nginx's words, upstream_text's). */
 int upstream_tls_prepare(struct config *c, struct config_errors *e);
 /* upstream.c: the TLS session kept for uc's server (one per server and worker), to
  * resume with - a reference the caller frees: NULL if none, or if it was made with another
@@ -120,11 +143,11 @@ int upstream_tls_prepare(struct config *c, struct config_errors *e);
  * (1: kept). */
 SSL_SESSION *upstream_session_for(const struct upstream_conn *uc, const SSL_CTX *ctx);
 int upstream_session_keep(const struct upstream_conn *uc, SSL_SESSION *s);
-int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const struct upstream_server_conf *sc,
-                           const struct upstream_tls *t, double deadline, enum upstream_failure *why);
+int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const struct upstream_tls *t, double deadline,
+                           enum upstream_failure *why, char **detail);
 /* For the health checks: an SSL over fd (a plain socket BIO) naming and verifying as t
- * says, its handshake the caller's (NULL: logged); and why a handshake failed, into buf. */
-SSL *upstream_tls_client(const struct upstream_tls *t, const struct upstream_server_conf *sc, int fd);
+ * says, its handshake the caller's (or NULL); and why a handshake failed, into buf. */
+SSL *upstream_tls_client(const struct upstream_tls *t, int fd);
 const char *upstream_tls_failure(const struct upstream_tls *t, SSL *ssl, char *buf, size_t cap);
 
 /* h1client.c: an upstream's HTTP/1.1 response, parsed by llhttp in response mode.  The

@@ -5,7 +5,8 @@
 # send: pipelining, chunked bodies both ways, 100-continue, HEAD, Connection: close,
 # Host rules, the limits (431, 414, 408) and the request-smuggling cases RFC 9112
 # section 6.3 makes errors.  Idle keep-alive connections park like HTTP/2 ones, and the
-# access log names each protocol.
+# access log names each protocol.  Status lines carry RFC 9110's reason phrases, and none
+# for a code without one (a return's, a proxied upstream's).
 . "$(dirname "$0")/lib.sh"
 make_site
 head -c $((3 << 20)) /dev/urandom > "$TMP/www/three.bin"
@@ -153,4 +154,28 @@ if [ -n "$CHROMIUM" ]; then
 else
   echo "ok chromium_loads_http # SKIP chromium is not installed (apt-get install chromium)"
 fi
+stop_daemon
+
+# ---- status lines: RFC 9110's reason phrases; none made up for a code without one ----
+FAULT=$(free_port); SP=$(free_port)
+/usr/bin/python3 "$(dirname "$0")/upstream_faults.py" "$FAULT" & PIDS="$PIDS $!"
+{ echo "listen = 127.0.0.1:$SP"; echo "root = $TMP/www"; echo "workers = 1"
+  for c in 421 429 451 502 504 508 299 599; do printf 'location = /return/%s {\n    return = %s\n}\n' "$c" "$c"; done
+  printf 'location /up/ {\n    proxy_pass = http://127.0.0.1:%s/\n}\n' "$FAULT"; } > "$TMP/status.conf"
+start_config "$TMP/status.conf" "$SP"
+for i in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$FAULT/ok" && break; sleep 0.1; done
+status_line() { curl -s --http1.1 -o /dev/null -D - "http://127.0.0.1:$SP$1" | head -1 | tr -d '\r'; }
+for want in "421 Misdirected Request" "429 Too Many Requests" "451 Unavailable For Legal Reasons" "502 Bad Gateway" \
+            "504 Gateway Timeout" "508 Loop Detected" "299 " "599 "; do
+  got=$(status_line "/return/${want%% *}")
+  [ "$got" = "HTTP/1.1 $want" ]; check "status_line_${want%% *}" $? "'$got'"
+done
+# A proxied upstream's status is the code alone: its reason phrase is not passed on (RFC
+# 9110 15: a client ignores it; an HTTP/2 client never sees one).
+for want in "502 Bad Gateway" "299 " "599 "; do
+  got=$(status_line "/up/status?c=${want%% *}")
+  [ "$got" = "HTTP/1.1 $want" ]; check "status_line_upstream_${want%% *}" $? "'$got'"
+done
+got=$(status_line "/up/nowhere")
+[ "$got" = "HTTP/1.1 404 Not Found" ]; check status_line_upstream_404 $? "'$got'"
 stop_daemon

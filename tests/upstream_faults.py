@@ -10,6 +10,7 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /slow-head?s=N   the head only after N seconds
   /slow-body       a head announcing 10 bytes, 5 of them, the rest after half a second
   /stall-body?s=N  a head announcing 10 bytes, 5 of them, then silence for N seconds
+  /status?c=N      a status line of code N and reason "Upstream Words", body "ok"
   /reset           a head announcing 100000 bytes, 1000 of them, then a reset
   /cut             a head announcing 100000 bytes, 1000 of them, then a clean close (over
                    TLS with close_notify)
@@ -124,6 +125,8 @@ class Handler(socketserver.BaseRequestHandler):
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12345")
                 time.sleep(float(query.split("=")[1]))
                 return
+            elif path == "/status":
+                respond(s, "%s Upstream Words" % query.split("=")[1], b"ok\n")
             elif path == "/reset":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
                 time.sleep(0.2)

@@ -182,6 +182,11 @@ sleep 0.3
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 tail -1 "$TMP/json.log" | $PY -c 'import json, sys; d = json.loads(sys.stdin.read()); assert d["user_agent"] == "a\"b" and d["status"] == 200 and d["protocol"] == "http/1.1" and d["target"] == "/", d'
 check access_log_json $? "$(tail -1 "$TMP/json.log")"
+# The client's address and port in fields of their own; the time to the millisecond.
+port=$(c1 -o /dev/null -w '%{local_port}' "$H/sub/style.css")
+sleep 0.3
+grep '"target":"/sub/style.css"' "$TMP/json.log" | tail -1 | $PY -c 'import json, re, sys; d = json.loads(sys.stdin.read()); assert d["client"] == "127.0.0.1" and d["client_port"] == int(sys.argv[1]) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", d["time"]), d' "$port"
+check access_log_json_client_port_and_milliseconds $? "curl's port $port: $(grep style.css "$TMP/json.log" | tail -1)"
 f=$($PY "$(dirname "$0")/h2fields.py" "$PORT" /index.html)
 case $f in "entries=0/0 "*) true ;; *) false ;; esac; check hpack_encoder_table_size_zero $? "$f"
 

@@ -302,7 +302,10 @@ install-lib: $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(GEN)
 # Both allocator builds, with and without size-specialized malloc, both context switches
 # and the checked inline switch pass the same unit tests.  Under
 # ThreadSanitizer only the threaded parts run (the allocator, the coroutines, the
-# stress) and no end-to-end test.
+# stress) and no end-to-end test.  TESTS on the command line runs those test programs
+# instead (E2E, the end-to-end scripts, is run.sh's own).  When a test fails, run.sh's
+# "N passed, N failed" stays the last line and make still exits non-zero: see
+# scripts/make-test-failed.sh.
 VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc \
                  $(BUILD)/ucontext/tests/test_coro \
                  $(BUILD)/checks/tests/test_coro
@@ -316,7 +319,9 @@ endif
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/nospec SIZE_SPECIALIZED=0 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/nospec/tests/test_alloc
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/ucontext CORO=ucontext SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/ucontext/tests/test_coro
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/checks CORO_CHECKS=1 SAN=$(SAN) TSAN=$(TSAN) $(BUILD)/checks/tests/test_coro
-	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) TESTS="$(TEST_PROGS) $(VARIANT_TESTS)" tests/run.sh
+	@BUILD=$(BUILD) CC="$(CC)" SAN=$(SAN) TSAN=$(TSAN) \
+	  TESTS="$(if $(filter command line,$(origin TESTS)),$(TESTS),$(TEST_PROGS) $(VARIANT_TESTS))" tests/run.sh || \
+	  scripts/make-test-failed.sh $$PPID $(MAKELEVEL) "$(MAKECMDGOALS)"
 
 # The drop-in under real programs alone (make test runs it too).
 test-preload: all

@@ -212,13 +212,13 @@ got=$(cat "$TMP/post.bin" | curl -s --http2-prior-knowledge -T - -X POST "http:/
 [ "$got" = "$want" ]; check upload_10MiB_h2c_no_length_sent_chunked $? "sha256 $got"
 got=$(curl -sk --http2 --data-binary @"$TMP/post.bin" "https://127.0.0.1:$T/echo" | sha256sum | cut -d' ' -f1)
 [ "$got" = "$want" ]; check upload_10MiB_tls $? "sha256 $got"
-# Server-sent events flush at once: the first event arrives before the upstream's second.
+# Server-sent events flush at once: the first event reaches the client while the upstream
+# holds the second back until the client, having read the first, releases it.
 for proto in --http1.1 --http2-prior-knowledge; do
-  t0=$(date +%s.%N)
-  timeout 5 curl -sN $proto "http://127.0.0.1:$P/sse" | { read -r line; date +%s.%N > "$TMP/sse.t1"; echo "$line" > "$TMP/sse.line"; cat >/dev/null; }
-  t1=$(cat "$TMP/sse.t1"); line=$(cat "$TMP/sse.line")
-  awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 0.8) }' && [ "$line" = "data: 1" ]
-  check "sse_first_event_at_once${proto#--http}" $? "'$line' after $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')s"
+  got=$(timeout 30 curl -sN $proto "http://127.0.0.1:$P/sse" | {
+          read -r first; curl -s -o /dev/null "http://127.0.0.1:$P/release"
+          while read -r line; do [ -n "$line" ] && break; done; echo "$first|$line"; cat >/dev/null; })
+  [ "$got" = "data: 1|data: released" ]; check "sse_first_event_at_once${proto#--http}" $? "'$got'"
 done
 # Long polls: 200 of them waiting on the upstream, every client connection parked meanwhile
 # (counted once all 200 are in, however long a loaded machine takes to start the clients;
@@ -330,12 +330,14 @@ curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$P/reset"; rc=$?
 [ $rc = 92 ] || [ $rc = 56 ] || [ $rc = 18 ]; check reset_mid_body_h2_stream_reset $? "curl exit $rc"
 got=$(curl -s -m 10 "http://127.0.0.1:$P/slow-body"); [ "$got" = 1234567890 ]; check slow_body_within_read_timeout_passes $? "'$got'"
 # 204 and 304 end at their head whatever length they name (llhttp ends them there): no
-# wait for a body that never comes, no timeout counted against the server.
+# wait for a body that never comes - a handler left waiting would fail at
+# proxy_read_timeout, and say so in the error log (below) - and no timeout counted against
+# the server.  The times are printed.
 w=$(curl -s -m 10 -o /dev/null -o /dev/null -o /dev/null -w '%{http_code} %{time_total}\n' \
   "http://127.0.0.1:$P/not-modified" "http://127.0.0.1:$P/no-content-te" "http://127.0.0.1:$P/ok")
-codes=$(awk '{printf "%s ", $1}' <<< "$w"); slowest=$(awk '$2 > m { m = $2 } END { print m + 0 }' <<< "$w")
-[ "$codes" = "304 204 200 " ] && awk -v s="$slowest" 'BEGIN { exit !(s < 0.8) }'
-check not_modified_and_no_content_end_at_head $? "$(tr '\n' ';' <<< "$w")"
+codes=$(awk '{printf "%s ", $1}' <<< "$w")
+echo "# 304, 204, 200 on one connection: $(tr '\n' ';' <<< "$w")"
+[ "$codes" = "304 204 200 " ]; check not_modified_and_no_content_end_at_head $? "$(tr '\n' ';' <<< "$w")"
 sleep 1.5    # past proxy_read_timeout: a handler left waiting for the body has failed by now
 errs=$(grep -E '/not-modified|/no-content-te' "$TMP/daemon.log")
 [ -z "$errs" ]; check not_modified_and_no_content_no_upstream_error $? "$errs"

@@ -107,7 +107,7 @@ start_daemon() {
       --key "$TMP/key.pem" --root "$TMP/www" --workers "${WORKERS:-1}" "$@" >"$TMP/daemon.log" 2>&1 &
     DPID=$!
     PIDS="$PIDS $DPID"
-    for i in $(seq 1 50); do
+    for i in $(seq 1 200); do
       if curl -s -o /dev/null --http2-prior-knowledge "http://127.0.0.1:$PORT/-/healthz" 2>/dev/null; then
         return 0
       fi
@@ -198,7 +198,7 @@ start_config() {
   "$H2PARK" -c "$conf" "$@" >"$TMP/daemon.log" 2>&1 &
   DPID=$!
   PIDS="$PIDS $DPID"
-  for i in $(seq 1 50); do
+  for i in $(seq 1 200); do
     curl -s -o /dev/null "http://127.0.0.1:$port/-/healthz" && return 0
     kill -0 "$DPID" 2>/dev/null || break
     sleep 0.1
@@ -223,7 +223,7 @@ reload_and_wait() {
   local before i
   before=$(grep -cE 'reload: every worker|reload failed' "$TMP/daemon.log")
   kill -HUP "$DPID"
-  for i in $(seq 1 50); do
+  for i in $(seq 1 200); do
     [ "$(grep -cE 'reload: every worker|reload failed' "$TMP/daemon.log")" -gt "$before" ] && return 0
     sleep 0.1
   done

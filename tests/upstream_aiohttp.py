@@ -5,9 +5,11 @@ usage: upstream_aiohttp.py PORT
 
   POST /echo        streams the request body back as it reads it (chunked response)
   GET  /headers     the request's header fields, one "name: value" per line
-  GET  /sse         server-sent events: one now, one a second later, then the end
+  GET  /sse         server-sent events: "data: 1" now, then "data: released" once /release
+                    is asked (or "data: unreleased" after 20 s without), then the end - a
+                    proxy that held the first back until the end never sees it released
   GET  /longpoll    answers after ?s=SECONDS, or once /release is asked (?s=0: no limit)
-  GET  /release     answers every long poll waiting for it
+  GET  /release     answers every long poll waiting for it, and releases /sse
 """
 import asyncio
 import sys
@@ -30,17 +32,20 @@ async def headers(request):
     return web.Response(text=text)
 
 
+released = asyncio.Event()
+
+
 async def sse(request):
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     await resp.write(b"data: 1\n\n")
-    await asyncio.sleep(1)
-    await resp.write(b"data: 2\n\n")
+    try:
+        await asyncio.wait_for(released.wait(), timeout=20)
+        await resp.write(b"data: released\n\n")
+    except asyncio.TimeoutError:
+        await resp.write(b"data: unreleased\n\n")
     await resp.write_eof()
     return resp
-
-
-released = asyncio.Event()
 
 
 async def longpoll(request):

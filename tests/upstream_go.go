@@ -2,6 +2,9 @@
 // chunking and keep-alive) and gorilla/websocket:
 //
 //	/sse?n=N&gap=MS    server-sent events: N events "data: I", one every MS ms, each flushed
+//	/sse?n=N&hold=K    the same, each event after the first once /release?hold=K was asked
+//	                   (after 20 s without: "data: unreleased", and the end)
+//	/release?hold=K    lets /sse?hold=K send its next event
 //	/poll?ms=MS        a long poll: answers "done MS" after MS ms
 //	/ws                a WebSocket echo; the first message back is "hello"
 //	/headers           the request's fields, one "name: value" line each, sorted
@@ -22,6 +25,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -34,19 +38,49 @@ func atoi(s string, def int) int {
 	return def
 }
 
+// The releases of /sse?hold=K, by K.
+var (
+	holdsMu sync.Mutex
+	holds   = map[string]chan struct{}{}
+)
+
+func hold(k string) chan struct{} {
+	holdsMu.Lock()
+	defer holdsMu.Unlock()
+	if holds[k] == nil {
+		holds[k] = make(chan struct{}, 64)
+	}
+	return holds[k]
+}
+
 func main() {
 	upgrader := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	http.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
 		n, gap := atoi(r.URL.Query().Get("n"), 3), atoi(r.URL.Query().Get("gap"), 300)
+		held := r.URL.Query().Get("hold")
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-store")
 		for i := 0; i < n; i++ {
-			if i > 0 {
+			if i > 0 && held != "" {
+				select {
+				case <-hold(held):
+				case <-time.After(20 * time.Second):
+					fmt.Fprintf(w, "data: unreleased\n\n")
+					return
+				}
+			} else if i > 0 {
 				time.Sleep(time.Duration(gap) * time.Millisecond)
 			}
 			fmt.Fprintf(w, "data: %d\n\n", i)
 			w.(http.Flusher).Flush()
 		}
+	})
+	http.HandleFunc("/release", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hold(r.URL.Query().Get("hold")) <- struct{}{}:
+		default:
+		}
+		fmt.Fprintf(w, "released\n")
 	})
 	http.HandleFunc("/poll", func(w http.ResponseWriter, r *http.Request) {
 		ms := atoi(r.URL.Query().Get("ms"), 1000)

@@ -2,7 +2,10 @@
 """A gRPC server (python3-grpcio) for the HTTP/2 proxy tests, and its client.
 
   upstream_grpc.py serve PORT [CERT KEY]     (with CERT and KEY: over TLS)
-  upstream_grpc.py call ADDR unary|fail|stream|bidi|slowbidi [N]
+  upstream_grpc.py call ADDR unary|fail|stream|bidi|pingpong [N]
+                 (pingpong: a bidi call whose next message goes only once the answer to
+                 the last one came - a proxy that gathered the stream would deadlock it,
+                 to the call's 30 s deadline)
 
 Methods are registered generically (no generated code): bytes in, bytes out.
   /t.T/Echo      unary: the request back, prefixed "echo:"; metadata "x-seen-te" says
@@ -13,7 +16,7 @@ Methods are registered generically (no generated code): bytes in, bytes out.
                  x-count (how many), grpc-status 0
   /t.T/Count     stream-unary: total bytes of the messages
 The client prints one line per result, as the tests read them."""
-import sys, time
+import queue, sys, time
 import grpc
 from concurrent import futures
 
@@ -73,22 +76,24 @@ def call(addr, what, n):
                 print("fail no-error")
             except grpc.RpcError as e:
                 print("fail", e.code().name, e.details())
-        elif what in ("bidi", "slowbidi"):
+        elif what in ("bidi", "pingpong"):
             f = ch.stream_stream("/t.T/Bidi", ident, ident)
             sent = []
+            answered = queue.Queue()
             def gen():
                 for i in range(n):
                     m = ("m%d-" % i).encode() + b"y" * (i * 997 % 70000)
                     sent.append(m)
                     yield m
-                    if what == "slowbidi":
-                        time.sleep(0.2)
+                    if what == "pingpong":
+                        answered.get()
             call = f(gen(), timeout=30)
             got = []
             times = []
             for r in call:
                 got.append(r)
                 times.append(time.time())
+                answered.put(None)
             ok = got == [b"back:" + m for m in sent]
             # interleaved: the first answer came before the last message was sent
             spread = times[-1] - times[0] if times else 0

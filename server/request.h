@@ -188,6 +188,9 @@ void req_park_frees(struct request *r, struct buf *b);
 #define REQ_AGAIN (-2)
 ssize_t req_try_body(struct request *r, void *buf, size_t len);
 int req_status(const struct request *r);               /* 0 until responded */
+/* The status a request is logged with when its client closed before it was answered
+ * (nginx's 499: never sent). */
+#define REQ_CLIENT_CLOSED 499
 uint64_t req_bytes_sent(const struct request *r);       /* response body bytes sent */
 
 /* What an upstream made of the request, for the access log and metrics: set by the

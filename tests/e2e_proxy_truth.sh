@@ -16,8 +16,12 @@ for need in curl nginx; do
 done
 $PY -c 'import h2, websockets' 2>/dev/null || { echo "ok proxy_truth # SKIP python3-h2 or python3-websockets not installed"; exit 0; }
 
-FAULT=$(free_port); NG=$(free_port)
+GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$TMP/gocache" go build -o "$TMP/upstream_go" "$HERE/upstream_go.go" \
+  > "$TMP/gobuild.log" 2>&1 || { echo "ok proxy_truth # SKIP the Go upstream does not build: $(head -1 "$TMP/gobuild.log")"; exit 0; }
+
+FAULT=$(free_port); NG=$(free_port); GO=$(free_port)
 $PY "$HERE/upstream_faults.py" "$FAULT" & PIDS="$PIDS $!"
+"$TMP/upstream_go" "$GO" & PIDS="$PIDS $!"
 mkdir -p "$TMP/ngroot/admin" "$TMP/ngroot/public"
 echo 'ADMIN SECRET' > "$TMP/ngroot/admin/index.html"; echo public > "$TMP/ngroot/public/index.html"
 chmod -R a+rX "$TMP/ngroot"
@@ -26,7 +30,8 @@ start_nginx <<EOF
 EOF
 trap 'kill -TERM $NGPID 2>/dev/null; wait $NGPID 2>/dev/null; cleanup' EXIT
 for i in $(seq 1 50); do
-  curl -s -o /dev/null "http://127.0.0.1:$FAULT/ok" && curl -s -o /dev/null "http://127.0.0.1:$NG/public/" && break
+  curl -s -o /dev/null "http://127.0.0.1:$FAULT/ok" && curl -s -o /dev/null "http://127.0.0.1:$NG/public/" &&
+    curl -s -o /dev/null "http://127.0.0.1:$GO/cancelled" && break
   sleep 0.1
 done
 
@@ -44,6 +49,9 @@ location /admin/ {
 }
 location /f/ {
     proxy_pass = http://faults/
+}
+location /go/ {
+    proxy_pass = http://127.0.0.1:$GO/
 }
 EOF
 start_config "$TMP/truth.conf" "$P" || { fail truth_daemon_starts "see above"; exit 1; }
@@ -152,6 +160,56 @@ st=$($PY "$HERE/ws_h2_client.py" "$P" /public smuggle 2>&1 | tail -1)
 [ "$st" = 400 ]; check h2_websocket_handshake_with_body_400 $? "$st"
 sleep 0.3
 ! grep -q smuggled "$TMP/nginx/access.log"; check h2_websocket_body_never_upstream $? "$(grep smuggled "$TMP/nginx/access.log" | head -2)"
+
+# ---- a client that gives up: the upstream let go at once, the request logged 499 ----
+# wait_for COMMAND: true once COMMAND succeeds, within 10 s.
+wait_for() { local i; for i in $(seq 1 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
+cancelled() { [ "$(curl -s "http://127.0.0.1:$GO/cancelled")" -ge "$1" ]; }
+logged_499() { grep '"target":"/go/poll?ms=30000&c='"$1"'"' "$TMP/truth.access" | grep -q '"status":499'; }
+# HTTP/1.1: the request sent whole, then the connection closed.
+$PY -c '
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /go/poll?ms=30000&c=h1 HTTP/1.1\r\nHost: a\r\n\r\n")
+time.sleep(0.5)
+s.close()' "$P"
+wait_for "cancelled 1"; check client_close_h1_cancels_upstream $? "Go saw $(curl -s "http://127.0.0.1:$GO/cancelled") cancelled"
+wait_for "logged_499 h1"; check client_close_h1_logged_499 $? "$(grep 'c=h1' "$TMP/truth.access" | tail -1)"
+# HTTP/2: the stream reset, the connection kept; then a stream whose connection closes.
+$PY - "$P" <<'PYEOF'
+import socket, sys, time
+import h2.config, h2.connection, h2.errors
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+c.initiate_connection()
+for sid, tag in ((1, "h2reset"), (3, "h2close")):
+    c.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":path", "/go/poll?ms=30000&c=" + tag),
+                         (":authority", "a")], end_stream=True)
+s.sendall(c.data_to_send())
+time.sleep(0.5)
+c.reset_stream(1, h2.errors.ErrorCodes.CANCEL)
+s.sendall(c.data_to_send())
+time.sleep(0.5)
+s.close()
+PYEOF
+wait_for "cancelled 3"; check client_gone_h2_cancels_upstream $? "Go saw $(curl -s "http://127.0.0.1:$GO/cancelled") cancelled"
+wait_for "logged_499 h2reset && logged_499 h2close"
+check client_gone_h2_logged_499 $? "$(grep -E 'c=h2' "$TMP/truth.access" | tail -2)"
+n=$(curl -s "http://127.0.0.1:$P/metrics" | sed -n 's/^h2park_requests_client_closed_total //p')
+[ "${n:-0}" -ge 3 ]; check client_closed_counted_in_metrics $? "h2park_requests_client_closed_total ${n:-none}"
+# A client that half-closes after a request answered at once still gets its answer.
+out=$($PY -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.settimeout(5)
+s.sendall(b"GET /-/healthz HTTP/1.1\r\nHost: a\r\n\r\n"); s.shutdown(socket.SHUT_WR)
+out = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+print(out.decode().split("\r\n")[0])' "$P")
+[ "$out" = "HTTP/1.1 200 OK" ]; check half_close_after_quick_answer_still_answered $? "$out"
 
 # ---- control bytes from a request never reach a field; no redirect leaves the site ----
 R=$(free_port)

@@ -6,6 +6,7 @@
 //	                   (after 20 s without: "data: unreleased", and the end)
 //	/release?hold=K    lets /sse?hold=K send its next event
 //	/poll?ms=MS        a long poll: answers "done MS" after MS ms
+//	/cancelled         how many long polls their client gave up (the connection closed)
 //	/ws                a WebSocket echo; the first message back is "hello"
 //	/headers           the request's fields, one "name: value" line each, sorted
 //	/upload            the request body's length and sha256, read as it streams
@@ -26,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -43,6 +45,9 @@ var (
 	holdsMu sync.Mutex
 	holds   = map[string]chan struct{}{}
 )
+
+// Long polls whose client went away before they answered.
+var pollsCancelled atomic.Int64
 
 func hold(k string) chan struct{} {
 	holdsMu.Lock()
@@ -88,7 +93,11 @@ func main() {
 		case <-time.After(time.Duration(ms) * time.Millisecond):
 			fmt.Fprintf(w, "done %d\n", ms)
 		case <-r.Context().Done():
+			pollsCancelled.Add(1) // net/http cancels it when the connection closes
 		}
+	})
+	http.HandleFunc("/cancelled", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%d\n", pollsCancelled.Load())
 	})
 	http.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
 		c, err := upgrader.Upgrade(w, r, nil)

@@ -110,6 +110,7 @@ extern const double duration_bounds[DURATION_BUCKETS];
 extern const char *const metric_protocols[METRIC_PROTOCOLS];
 struct request_metrics {
     uint64_t responses[5];                                    /* 1xx .. 5xx */
+    uint64_t client_closed;                                   /* closed before an answer (499) */
     uint64_t duration[METRIC_PROTOCOLS][DURATION_BUCKETS + 1]; /* per bucket, not cumulative */
     uint64_t duration_us[METRIC_PROTOCOLS];
 };

@@ -1,4 +1,5 @@
-/* Per-request metrics - responses by status class, request duration by protocol - kept
+/* Per-request metrics - responses by status class, requests their clients gave up on,
+ * request duration by protocol - kept
  * per worker thread (each thread writes its own block, so the count is one add with no
  * lock) and summed when /metrics is read.  Blocks register themselves on first use and
  * stay (threads live as long as the daemon). */
@@ -36,7 +37,9 @@ void metrics_record(const struct request *r)
         pthread_mutex_unlock(&registry_lock);
     }
     int status = req_status(r), cls = status / 100;
-    if (cls >= 1 && cls <= 5)
+    if (status == REQ_CLIENT_CLOSED)
+        add(&mine->m.client_closed, 1);
+    else if (cls >= 1 && cls <= 5)
         add(&mine->m.responses[cls - 1], 1);
     /* "http/1.1", "h2" or "h2c" (metric_protocols' order), told apart without a compare. */
     const char *proto = req_protocol(r);

@@ -327,6 +327,9 @@ static void metrics(struct request *r)
         snprintf(labels, sizeof labels, "{code=\"%dxx\"}", i + 1);
         sample(&b, "h2park_responses_total", labels, (double)m.responses[i]);
     }
+    metric(&b, "h2park_requests_client_closed_total", "counter",
+           "Requests whose client closed (or reset the stream) before they were answered: logged as 499.",
+           (double)m.client_closed);
     family(&b, "h2park_request_duration_seconds", "histogram",
            "Time from a request's complete head to the end of its exchange, by protocol.");
     for (int p = 0; p < METRIC_PROTOCOLS; p++) {

@@ -789,12 +789,15 @@ static int h1_feed(struct conn *c, const char *data, size_t len)
     if (!h)
         return -1;
     if (!len) {
-        /* The peer's end: a complete request still gets its answer; anything less is
-         * abandoned; a tunnel's body ends (after what still waits in conn->in). */
+        /* The peer's end: a request whose answer began still gets the rest of it;
+         * anything else is abandoned, as nginx's proxy does - a handler still waiting
+         * (for an upstream, a long poll's event) is told at once, and the upstream let go
+         * - but a handler that answers without waiting has answered before this read;
+         * a tunnel's body ends (after what still waits in conn->in). */
         if (h->phase == H1_TUNNEL) {
             if (!c->in.len)
                 request_body_end(&h->cur->r);
-        } else if (h->phase == H1_WAIT) {
+        } else if (h->phase == H1_WAIT && h->cur && h->cur->r.responded) {
             h->close_after = true;
         } else if (h->phase != H1_IDLE || c->in.len) {
             conn_set_state(c, CONN_CLOSING);

@@ -373,7 +373,11 @@ void request_closed(struct request *r)
     struct conn *c = r->c;
     if (r->state == REQ_DONE || r->state == REQ_ORPHANED)
         return;
-    if (r->responded && request_log_hook) {
+    /* A request its client gave up on before it was answered is logged as nginx does,
+     * 499 (a status never sent: there is no one to send it to). */
+    if (r->state == REQ_HANDLING && !r->responded)
+        r->status = REQ_CLIENT_CLOSED;
+    if ((r->responded || r->status == REQ_CLIENT_CLOSED) && request_log_hook) {
         r->ended = ev_time();       /* not ev_now: the loop's clock stands still within an iteration */
         request_log_hook(r);
     }

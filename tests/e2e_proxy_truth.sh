@@ -35,8 +35,25 @@ for i in $(seq 1 50); do
   sleep 0.1
 done
 
+DEAD=$(free_port)
+mkdir -p "$TMP/pages"; echo 'MAINTENANCE PAGE' > "$TMP/pages/50x.html"; echo 'SLOW PAGE' > "$TMP/pages/slow.html"
 proxy_conf_head truth > "$TMP/truth.conf"
 cat >> "$TMP/truth.conf" <<EOF
+error_page = 502 /50x.html
+location = /50x.html {
+    root = $TMP/pages
+}
+location = /slow.html {
+    root = $TMP/pages
+}
+location /dead/ {
+    proxy_pass = http://127.0.0.1:$DEAD/
+}
+location /slow/ {
+    proxy_pass = http://127.0.0.1:$FAULT/
+    proxy_read_timeout = 1s
+    error_page = 504 /slow.html
+}
 upstream faults {
     server = 127.0.0.1:$FAULT
     keepalive = 4
@@ -160,6 +177,17 @@ st=$($PY "$HERE/ws_h2_client.py" "$P" /public smuggle 2>&1 | tail -1)
 [ "$st" = 400 ]; check h2_websocket_handshake_with_body_400 $? "$st"
 sleep 0.3
 ! grep -q smuggled "$TMP/nginx/access.log"; check h2_websocket_body_never_upstream $? "$(grep smuggled "$TMP/nginx/access.log" | head -2)"
+
+# ---- error pages for the proxy's own answers ----
+out=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$P/dead/x")
+[ "$out" = "MAINTENANCE PAGE
+ 502" ]; check error_page_for_proxy_502_inherited $? "$out"
+out=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$P/slow/slow-head?s=3")
+[ "$out" = "SLOW PAGE
+ 504" ]; check error_page_for_proxy_504_in_its_location $? "$out"
+out=$(curl -s --http2-prior-knowledge -w ' %{http_code}' "http://127.0.0.1:$P/dead/x")
+[ "$out" = "MAINTENANCE PAGE
+ 502" ]; check error_page_for_proxy_502_h2 $? "$out"
 
 # ---- a client that gives up: the upstream let go at once, the request logged 499 ----
 # wait_for COMMAND: true once COMMAND succeeds, within 10 s.

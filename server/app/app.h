@@ -43,8 +43,9 @@ void app_configure(const struct config *c, struct ev_loop *loop);
 void app_tick(int worker, double now, const struct worker_counters *n);
 
 /* routes.c: an error answer - the location's error page for status if it has one, else
- * a line of text. */
+ * a line of text (app_error_text: text, the answer's own words). */
 void app_error(struct request *r, int status);
+void app_error_text(struct request *r, int status, const char *text);
 
 /* static.c.  path is the request's decoded path (path_decode), loc the location it matched. */
 struct config;

@@ -625,8 +625,8 @@ static void fail(struct exchange *x, enum upstream_failure why)
     struct req_upstream *u = req_upstream(r);
     if (u)
         u->status = status;
-    reply_text(r, status, status == 504 ? "504 Gateway Timeout\n" : status == 503 ? "503 Service Unavailable\n"
-                                                                                 : "502 Bad Gateway\n");
+    app_error_text(r, status, status == 504 ? "504 Gateway Timeout\n" : status == 503 ? "503 Service Unavailable\n"
+                                                                                     : "502 Bad Gateway\n");
 }
 
 /* The response head for the client: the upstream's fields but the hop-by-hop ones and
@@ -927,7 +927,7 @@ void proxy_pass_handle(struct request *r)
     bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
     if (h2 && !strcmp(req_method(r), "CONNECT") && (!upgrade || strcmp(upgrade, "websocket"))) {
         sc_free(x);                /* an extended CONNECT for a protocol no upstream is asked for */
-        reply_text(r, 501, "501 Not Implemented\n");
+        app_error_text(r, 501, "501 Not Implemented\n");
         return;
     }
     if (x && h2 && upgrade && websocket_key(x->ws_key)) {
@@ -939,9 +939,9 @@ void proxy_pass_handle(struct request *r)
         sc_free(x);
         buf_free(&head);
         if (built == -2)
-            reply_text(r, 431, "431 Request Header Fields Too Large\n");
+            app_error_text(r, 431, "431 Request Header Fields Too Large\n");
         else
-            reply_text(r, 500, "500 Internal Server Error\n");
+            app_error_text(r, 500, "500 Internal Server Error\n");
         return;
     }
     x->r = r;
@@ -972,7 +972,7 @@ void proxy_pass_handle(struct request *r)
         }
         bool retry;
         if (!head.len && build_head(r, pc, upgrade, x->ws_key, &head, &chunked)) {
-            reply_text(r, 500, "500 Internal Server Error\n");
+            app_error_text(r, 500, "500 Internal Server Error\n");
             break;
         }
         if (attempt(x, &head, chunked, &why, &retry) == 0)

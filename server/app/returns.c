@@ -145,7 +145,7 @@ void return_serve(struct request *r, const char *host, const char *path)
     buf[0] = 0;
     expand(r, ret->text, host, path, ret->is_url, &o);
     if (o.overflow)
-        return reply_text(r, 500, "the return's expansion is too long\n");
+        return app_error_text(r, 500, "the return's expansion is too long\n");
     if (ret->is_url)
         return redirect(r, ret->status, buf);
     req_simple(r, ret->status, "text/plain; charset=utf-8", buf, o.len);
@@ -168,6 +168,6 @@ void https_redirect(struct request *r, const struct site *site, const char *host
     const char *target = req_target(r);
     put_url(&o, target[0] == '/' ? same_site(target) : "/", false);
     if (o.overflow)
-        return reply_text(r, 414, "URI too long\n");
+        return app_error(r, 414);
     redirect(r, 308, buf);
 }

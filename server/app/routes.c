@@ -67,21 +67,29 @@ static const char *error_text(int status)
     case 403: return "forbidden\n";
     case 404: return "not found\n";
     case 413: return "request body too large\n";
+    case 414: return "URI too long\n";
     case 421: return "misdirected request: this connection does not serve that host\n";
+    case 431: return "request header fields too large\n";
     case 500: return "internal server error\n";
+    case 501: return "not implemented\n";
+    case 502: return "bad gateway\n";
     case 503: return "service unavailable\n";
+    case 504: return "gateway timeout\n";
+    case 508: return "loop detected\n";
     default: return status < 500 ? "client error\n" : "server error\n";
     }
 }
 
-void app_error(struct request *r, int status)
+void app_error_text(struct request *r, int status, const char *text)
 {
     const struct location *loc = req_location(r);
     for (uint16_t i = 0; loc && i < loc->nerrors; i++)
         if (loc->errors[i].status == status && static_serve_page(r, loc->errors[i].uri, status) == 0)
             return;
-    reply_text(r, status, error_text(status));
+    reply_text(r, status, text);
 }
+
+void app_error(struct request *r, int status) { app_error_text(r, status, error_text(status)); }
 
 /* Step 2: the site's answer may come on this connection (see the top). */
 static bool misdirected(struct request *r, const struct site_table *t, const struct site *site, const char *host,
@@ -181,11 +189,11 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
     if (loc->handler != HANDLER_PROXY) {
         const char *upgrade = req_known(r, KF_UPGRADE), *m = req_method(r);
         if (upgrade && http_list_has(upgrade, "websocket") && http_list_has(req_known(r, KF_CONNECTION), "upgrade"))
-            return answered(reply_text(r, 400, "no WebSocket endpoint here\n"));
+            return answered(app_error_text(r, 400, "no WebSocket endpoint here\n"));
         if (m[0] == 'C' && !strcmp(m, "CONNECT")) {   /* an HTTP/2 extended one: the others never get here */
             const char *protocol = req_known(r, KF_PROTOCOL);
             if (protocol && !strcmp(protocol, "websocket"))
-                return answered(reply_text(r, 400, "no WebSocket endpoint here\n"));
+                return answered(app_error_text(r, 400, "no WebSocket endpoint here\n"));
             return answered(method_not_allowed(r, loc->handler == HANDLER_BUILTIN ? loc->route->methods
                                                   : loc->handler == HANDLER_RETURN  ? M_GET | M_HEAD | M_POST
                                                                                     : M_GET | M_HEAD));

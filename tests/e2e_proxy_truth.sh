@@ -178,6 +178,29 @@ st=$($PY "$HERE/ws_h2_client.py" "$P" /public smuggle 2>&1 | tail -1)
 sleep 0.3
 ! grep -q smuggled "$TMP/nginx/access.log"; check h2_websocket_body_never_upstream $? "$(grep smuggled "$TMP/nginx/access.log" | head -2)"
 
+# ---- a proxy_pass that leads back to this daemon: 508 at the first return ----
+L=$(free_port)
+cat > "$TMP/loop.conf" <<EOF
+listen = 127.0.0.1:$L
+workers = 1
+location / {
+    proxy_pass = http://127.0.0.1:$L
+}
+EOF
+"$H2PARK" -c "$TMP/loop.conf" > "$TMP/loop.log" 2>&1 & LPID=$!; PIDS="$PIDS $LPID"
+wait_for_port() { local i; for i in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$1/-/healthz" && return 0; sleep 0.1; done; return 1; }
+wait_for_port "$L"
+st=$(curl -s -m 20 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$L/x")
+loops=$(grep -c 'proxy loop' "$TMP/loop.log")
+[ "$st" = 508 ] && [ "$loops" = 1 ]; check proxy_loop_508_at_first_return $? "status $st, $loops loop lines"
+# Two daemons in a chain are not a loop: each has its own mark.
+M=$(free_port)
+printf 'listen = 127.0.0.1:%s\nworkers = 1\nlocation / {\n    proxy_pass = http://127.0.0.1:%s\n}\n' "$M" "$P" > "$TMP/chain.conf"
+"$H2PARK" -c "$TMP/chain.conf" > "$TMP/chain.log" 2>&1 & PIDS="$PIDS $!"
+wait_for_port "$M"
+out=$(curl -s -m 10 "http://127.0.0.1:$M/public/")
+[ "$out" = public ]; check two_daemons_in_a_chain_not_a_loop $? "$out"
+
 # ---- error pages for the proxy's own answers ----
 out=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$P/dead/x")
 [ "$out" = "MAINTENANCE PAGE

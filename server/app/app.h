@@ -99,6 +99,8 @@ int path_open_beneath(int root_fd, const char *rel);
  * handler once routing's frames are gone, as a built-in route's). */
 extern const struct route proxy_pass_route;
 void proxy_pass_handle(struct request *r);
+/* Once, before the workers start: the mark of this process in the Via of its requests. */
+void proxy_pass_init(void);
 
 /* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);

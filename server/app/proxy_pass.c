@@ -46,6 +46,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -84,6 +85,31 @@ struct exchange {
                                       byte: the exchange stays in the heap's 352-byte class) */
     char *detail;                  /* a failed connect's or handshake's words (heap), or NULL */
 };
+
+/* This process's mark in the Via it adds to a request, "1.1 h2park (" and 16 hex digits
+ * of its own ")": a request that comes back carrying it went round a loop - proxy_pass
+ * naming a listener of this daemon, or of a chain that leads back to it - and is
+ * answered 508 at once (RFC 5842), as Varnish and h2o do, rather than passed round until
+ * a head grows past its limit (1,100 hops, 2,250 sockets).  Random per process: two
+ * h2park in a chain are not a loop. */
+static char via_mark[20];          /* "(" 16 hex ")" */
+static char via_request[2][40];    /* "1.1 h2park (...)", "2.0 h2park (...)" */
+
+void proxy_pass_init(void)
+{
+    unsigned char id[8];
+    if (RAND_bytes(id, sizeof id) != 1)
+        for (size_t i = 0; i < sizeof id; i++)
+            id[i] = (unsigned char)(random() >> 7);
+    size_t n = 0;
+    via_mark[n++] = '(';
+    for (size_t i = 0; i < sizeof id; i++)
+        n += (size_t)snprintf(via_mark + n, sizeof via_mark - n, "%02x", id[i]);
+    via_mark[n++] = ')';
+    via_mark[n] = 0;
+    snprintf(via_request[0], sizeof via_request[0], "1.1 h2park %s", via_mark);
+    snprintf(via_request[1], sizeof via_request[1], "2.0 h2park %s", via_mark);
+}
 
 /* What the proxy does with a field, by its name (lower case, nl bytes): found by length
  * and one comparison, since every field of every request and response is asked.  RFC 9110
@@ -244,7 +270,8 @@ static int put_joined(struct buf *head, const char *name, const struct request_f
  * proxy_pass's (if it gives one, as nginx), the client's fields but the hop-by-hop ones,
  * and the proxy's own; upgrade, the protocol the client asks for, asked for again - for an
  * HTTP/2 client's extended CONNECT as HTTP/1.1's handshake, with the key ws_key.
- * *chunked: the body goes with the chunked coding. */
+ * *chunked: the body goes with the chunked coding.  -2: more fields than are passed on
+ * (431); -3: the request carries this process's Via mark, it came round a loop (508). */
 static int build_head(struct request *r, const struct proxy_conf *pc, const char *upgrade, const char *ws_key,
                       struct buf *head, bool *chunked)
 {
@@ -266,7 +293,13 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
         f[i].role = h[i].name[0] == ':' ? FR_HOP : field_role(h[i].name, f[i].nl);
         if (f[i].role == FR_CONNECTION)
             rc = add_connection(&connection, h[i].value);
+        else if (f[i].role == FR_VIA && via_mark[0] && strstr(h[i].value, via_mark))
+            rc = -3;
         size += f[i].nl + f[i].vl + 4;
+    }
+    if (rc == -3) {
+        buf_free(&connection);
+        return -3;                 /* it came round a loop: 508 */
     }
     /* The head in one allocation: everything below is within size but the rare escaped path. */
     rc = rc || buf_reserve(head, size + 3 * al);
@@ -313,7 +346,7 @@ static int build_head(struct request *r, const struct proxy_conf *pc, const char
          put_joined(head, "X-Forwarded-For", f, n, FR_X_FORWARDED_FOR, ", ", client, strlen(client)) ||
          put_field(head, "X-Forwarded-Proto", scheme) || (*authority && put_field(head, "X-Forwarded-Host", authority)) ||
          put_joined(head, "Forwarded", f, n, FR_FORWARDED, ", ", fw, fl) ||
-         put_joined(head, "Via", f, n, FR_VIA, ", ", h2 ? "2.0 h2park" : "1.1 h2park", 10);
+         put_joined(head, "Via", f, n, FR_VIA, ", ", via_request[h2], strlen(via_request[h2]));
     *chunked = false;
     int64_t length = req_content_length(r);
     if (upgrade) {
@@ -938,10 +971,15 @@ void proxy_pass_handle(struct request *r)
     if (built) {
         sc_free(x);
         buf_free(&head);
-        if (built == -2)
+        if (built == -2) {
             app_error_text(r, 431, "431 Request Header Fields Too Large\n");
-        else
+        } else if (built == -3) {
+            log_msg(LOG_ERROR, "%s: %s %s: proxy loop: the request came back to this server (its Via carries %s)",
+                    req_peer(r), req_method(r), req_target(r), via_mark);
+            app_error_text(r, 508, "508 Loop Detected: the request came back to this server\n");
+        } else {
             app_error_text(r, 500, "500 Internal Server Error\n");
+        }
         return;
     }
     x->r = r;

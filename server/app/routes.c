@@ -238,6 +238,7 @@ static void request_ended(const struct request *r)
 /* Once, before the workers start. */
 void app_init(void)
 {
+    proxy_pass_init();
     app_register_routes();
     request_set_handler(app_handle);
     request_set_logger(request_ended);

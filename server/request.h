@@ -205,5 +205,10 @@ struct req_upstream {
 };
 struct req_upstream *req_upstream(struct request *r);  /* allocated on first call; NULL without memory */
 const struct req_upstream *req_upstream_info(const struct request *r);
+/* The rule that refused the request (a limit, an authentication), named in the access log
+ * as refused_by: rule is a string that outlives the request (a literal, or configuration
+ * text the request holds).  NULL when none did. */
+void req_set_refused_by(struct request *r, const char *rule);
+const char *req_refused_by(const struct request *r);
 
 #endif

@@ -268,9 +268,19 @@ void access_log_request(const struct request *r)
         put(&l, " ", 1);
         put_millis(&l, secs);
     }
+    bool json = req_config(r)->access_log_format == ACCESS_LOG_JSON;
+    const char *refused_by = req_refused_by(r);
+    if (refused_by) {
+        if (json)
+            l.len--;                 /* inside the object: its closing brace goes last */
+        put(&l, json ? ",\"refused_by\":" : " refused_by=", json ? 14 : 12);
+        put_escaped(&l, refused_by, true, FIELD_MAX);
+        if (json)
+            put(&l, "}", 1);
+    }
     const struct req_upstream *u = req_upstream_info(r);
     if (u)
-        put_upstream(&l, u, req_config(r)->access_log_format == ACCESS_LOG_JSON);
+        put_upstream(&l, u, json);
     put(&l, "\n", 1);
     if (l.text[l.len - 1] != '\n')       /* cut short: still one line */
         l.text[l.len - 1] = '\n';

@@ -1261,6 +1261,15 @@ const struct req_upstream *req_upstream_info(const struct request *r)
     return r->extra && r->extra->has_upstream ? &r->extra->upstream : NULL;
 }
 
+void req_set_refused_by(struct request *r, const char *rule)
+{
+    struct request_extra *e = extra(r);
+    if (e)
+        e->refused_by = rule;
+}
+
+const char *req_refused_by(const struct request *r) { return r->extra ? r->extra->refused_by : NULL; }
+
 bool http_list_has(const char *list, const char *token)
 {
     size_t tl = strlen(token);

@@ -141,6 +141,7 @@ struct request_extra {
     struct req_upstream upstream;
     struct buf trailers;                  /* req_end_with_trailers: name\0value\0 pairs, names lower case */
     struct buf *park_frees;               /* req_park_frees: the handler's buffer, or NULL */
+    const char *refused_by;               /* req_set_refused_by: the rule that refused it, or NULL */
 };
 
 /* The response's trailer fields, for the front end once the body has ended: *off starts

@@ -64,7 +64,7 @@ LLHTTP_INC ?= /usr/share/include/llhttp
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthread \
               -I$(BUILD)/gen -Ialloc -Icoro -Iserver -I$(LLHTTP_INC)
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
-SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lev -lm
+SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lcrypt -lev -lm
 
 # Objects depend on the flags they were built with.
 FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL) SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
@@ -116,7 +116,8 @@ TARGETS := $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(BUILD)/sc-classes
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
-TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp
+TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
+           $(BUILD)/tests/test_passcheck
 
 .PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
 all: $(TARGETS)
@@ -219,6 +220,9 @@ $(BUILD)/tests/test_proxy: $(BUILD)/obj/tests/test_proxy.o $(filter-out $(BUILD)
 $(BUILD)/tests/test_h1resp: $(BUILD)/obj/tests/test_h1resp.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+$(BUILD)/tests/test_passcheck: $(BUILD)/obj/tests/test_passcheck.o $(BUILD)/obj/server/app/passcheck.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -lcrypt -lcrypto $(LDFLAGS_ALL)
 $(BUILD)/tests/test_copy: $(BUILD)/obj/tests/test_copy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
@@ -310,7 +314,7 @@ VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc \
                  $(BUILD)/ucontext/tests/test_coro \
                  $(BUILD)/checks/tests/test_coro
 ifeq ($(TSAN),1)
-TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress
+TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/test_passcheck
 test: $(TEST_PROGS)
 else
 TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))

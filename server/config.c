@@ -209,6 +209,7 @@ enum key_id {
     K_PROXY_SSL_VERIFY, K_PROXY_SSL_TRUSTED_CERTIFICATE, K_PROXY_SSL_NAME, K_PROXY_SSL_SERVER_NAME,
     K_PROXY_SSL_SESSION_REUSE,
     K_PROXY_SSL_CERTIFICATE, K_PROXY_SSL_CERTIFICATE_KEY,
+    K_AUTH_BASIC, K_AUTH_BASIC_USER_FILE,
     K_COUNT
 };
 
@@ -265,6 +266,10 @@ struct scope {
     double keepalive_timeout;
     struct health_check *health;
     struct scope *upstreams, **upstreams_tail;   /* the top level's upstream sections */
+    /* Authentication: auth_basic (its challenge; NULL: off) and its file. */
+    const char *auth_challenge, *auth_basic_from;
+    const char *auth_file, *auth_file_from;
+    bool auth_reported;            /* its error is said (config_finish) */
 };
 
 struct config_parse {
@@ -999,6 +1004,36 @@ static int set_health_check(struct setter_args *a)
     return 0;
 }
 
+/* ---- authentication ---- */
+
+/* A realm, quoted or not: it goes inside the challenge's quoted-string, so no quote,
+ * backslash or control byte ("off" lifts an inherited auth_basic, as nginx's). */
+static int set_auth_basic(struct setter_args *a)
+{
+    const char *v = a->value;
+    size_t n = strlen(v);
+    a->s->auth_basic_from = a->from;
+    if (!strcmp(v, "off")) {
+        a->s->auth_challenge = NULL;
+        return 0;
+    }
+    if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0])
+        v++, n -= 2;
+    if (!n || n > 200)
+        return WHY("auth_basic: expected a realm (at most 200 bytes) or off");
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f || v[i] == '"' || v[i] == '\\')
+            return WHY("auth_basic: the realm may not hold a quote, a backslash or a control byte");
+    a->s->auth_challenge = fmt(a->c, "Basic realm=\"%.*s\", charset=\"UTF-8\"", (int)n, v);
+    return 0;
+}
+
+static int set_auth_basic_user_file(struct setter_args *a)
+{
+    a->s->auth_file_from = a->from;
+    return set_path(a, &a->s->auth_file, "auth_basic_user_file");
+}
+
 /* ---- the table ---- */
 
 enum key_type { T_SECTION, T_BOOL, T_DURATION, T_U32, T_COUNT, T_STACK, T_FN };
@@ -1077,6 +1112,8 @@ const struct config_key config_keys[K_COUNT] = {
     [K_PROXY_SSL_SESSION_REUSE] = { "proxy_ssl_session_reuse", ANY, false, false },
     [K_PROXY_SSL_CERTIFICATE] = { "proxy_ssl_certificate", ANY, false, false },
     [K_PROXY_SSL_CERTIFICATE_KEY] = { "proxy_ssl_certificate_key", ANY, false, false },
+    [K_AUTH_BASIC] = { "auth_basic", ANY, false, false },
+    [K_AUTH_BASIC_USER_FILE] = { "auth_basic_user_file", ANY, false, false },
     [K_UPSTREAM] = { "upstream", TOP, true, true },
     [K_SERVER] = { "server", KEY_UPSTREAM, true, false },
     [K_BALANCE] = { "balance", KEY_UPSTREAM, false, false },
@@ -1147,6 +1184,8 @@ static const struct key_def defs[K_COUNT] = {
     [K_PROXY_SSL_SESSION_REUSE] = { T_FN, 0, 0, 0, NULL, set_ssl_session_reuse },
     [K_PROXY_SSL_CERTIFICATE] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate },
     [K_PROXY_SSL_CERTIFICATE_KEY] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate_key },
+    [K_AUTH_BASIC] = { T_FN, 0, 0, 0, NULL, set_auth_basic },
+    [K_AUTH_BASIC_USER_FILE] = { T_FN, 0, 0, 0, NULL, set_auth_basic_user_file },
     [K_UPSTREAM] = { T_SECTION, 0, 0, 0, NULL, NULL },
     [K_SERVER] = { T_FN, 0, 0, 0, NULL, set_server },
     [K_BALANCE] = { T_FN, 0, 0, 0, NULL, set_balance },
@@ -1705,6 +1744,8 @@ struct merged {
     uint32_t proxy_tries;
     const char *proxy_host;
     struct upstream_tls ssl;
+    struct scope *auth_basic;      /* the scope whose auth_basic it is */
+    const char *auth_file, *auth_file_from;
 };
 
 static void merge(struct config *c, struct merged *m, const struct scope *s)
@@ -1801,6 +1842,12 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
     if (at[K_PROXY_SSL_CERTIFICATE_KEY].src) {
         m->ssl.key = s->ssl.key;
         m->ssl.key_from = s->ssl.key_from;
+    }
+    if (at[K_AUTH_BASIC].src)
+        m->auth_basic = (struct scope *)s;
+    if (at[K_AUTH_BASIC_USER_FILE].src) {
+        m->auth_file = s->auth_file;
+        m->auth_file_from = s->auth_file_from;
     }
 }
 
@@ -2011,6 +2058,40 @@ static const struct proxy_conf *proxy_for(struct config *c, const struct merged 
     return pc;
 }
 
+/* The file auth_basic_user_file names, one per path for the whole configuration. */
+static const struct auth_file *auth_file_for(struct config *c, const char *path, const char *from)
+{
+    struct auth_file **tail = &c->auth_files;
+    for (; *tail; tail = &(*tail)->next)
+        if (!strcmp((*tail)->path, path))
+            return *tail;
+    struct auth_file *f = alloc(c, sizeof *f);
+    f->path = path;
+    f->from = from;
+    *tail = f;
+    return f;
+}
+
+/* A location's authentication, or NULL for none. */
+static const struct auth_conf *auth_for(struct config *c, const struct merged *m, struct config_errors *e)
+{
+    struct scope *b = m->auth_basic && m->auth_basic->auth_challenge ? m->auth_basic : NULL;
+    if (!b)
+        return NULL;
+    struct auth_conf *a = alloc(c, sizeof *a);
+    if (!m->auth_file) {
+        if (!b->auth_reported)
+            config_error(e, "%s: auth_basic without auth_basic_user_file (here or above it): the users' file is "
+                         "needed", b->auth_basic_from);
+        b->auth_reported = true;
+        return NULL;
+    }
+    a->challenge = b->auth_challenge;
+    a->basic_from = b->auth_basic_from;
+    a->file = auth_file_for(c, m->auth_file, m->auth_file_from);
+    return a;
+}
+
 static void fill_location(struct config *c, struct vec *roots, struct location *l, const struct merged *m,
                           struct config_errors *e)
 {
@@ -2031,6 +2112,7 @@ static void fill_location(struct config *c, struct vec *roots, struct location *
     l->errors = m->errors.v;
     l->nerrors = (uint16_t)m->errors.n;
     l->path_len = (uint32_t)strlen(l->path);
+    l->auth = auth_for(c, m, e);
     /* An exact location aliased to a file: its directory is the root, its name the file
      * (the file itself is no root: opening it as one failed the whole configuration). */
     const char *slash = l->alias && l->exact && l->handler == HANDLER_STATIC ? strrchr(m->root, '/') : NULL;

@@ -159,6 +159,22 @@ struct proxy_conf {
 
 struct route;                      /* app/app.h: a built-in route */
 struct site;
+struct location;
+
+/* auth_basic_user_file: one per distinct path, loaded (app/htpasswd.c) when the
+ * configuration is applied, so a reload reads it again. */
+struct htpasswd;
+struct auth_file {
+    const char *path, *from;
+    struct htpasswd *users;        /* set as the configuration is applied; freed with it */
+    struct auth_file *next;        /* config->auth_files */
+};
+/* A location's authentication (app/auth_basic.c). */
+struct auth_conf {
+    const char *challenge;         /* auth_basic's WWW-Authenticate (Basic realm="..."), or NULL: off */
+    const char *basic_from;
+    const struct auth_file *file;
+};
 
 struct location {
     const char *path;              /* as matched: the request's decoded path */
@@ -182,6 +198,7 @@ struct location {
     uint16_t naccess;
     const struct error_page *errors;
     uint16_t nerrors;
+    const struct auth_conf *auth;  /* NULL: no authentication (the path every other request takes) */
     const struct site *site;
     const char *from;
 };
@@ -290,6 +307,7 @@ struct config {
     struct upstream_group *upstreams;  /* the named groups, then the locations' own addresses */
     uint32_t nupstreams;
     struct upstream_tls *upstream_tls; /* every proxy_pass https://'s and h2://'s settings */
+    struct auth_file *auth_files;  /* every auth_basic_user_file */
 
     struct config_parse *parse;    /* until config_finish */
     struct config_cleanup *cleanup;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/htpasswd.h"
 #include "core/conn.h"
 #include "mem.h"
 #include "notify.h"
@@ -199,6 +200,8 @@ static int apply_config(struct config *next, enum apply_mode mode, struct config
         config_error(e, "%s", err);
     if (!e->count)
         static_open_roots(next, e);
+    if (!e->count)
+        htpasswd_load_all(next, e);
     if (!e->count && access_log_open(next->access_log, err, sizeof err))
         config_error(e, "%s: access_log %.700s: %s", next->access_log_from, next->access_log, err);
     if (!e->count && mode == APPLY_CHECK)

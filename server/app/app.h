@@ -46,6 +46,8 @@ void app_tick(int worker, double now, const struct worker_counters *n);
  * a line of text (app_error_text: text, the answer's own words). */
 void app_error(struct request *r, int status);
 void app_error_text(struct request *r, int status, const char *text);
+/* ... with fields of its own (a 401's WWW-Authenticate), on the error page too. */
+void app_error_fields(struct request *r, int status, const char *text, const struct header *h, size_t n);
 
 /* static.c.  path is the request's decoded path (path_decode), loc the location it matched. */
 struct config;
@@ -55,8 +57,9 @@ struct location;
 int static_open_roots(struct config *c, struct config_errors *e);
 void static_configure(void);
 void static_serve(struct request *r, const struct location *loc, const char *path);
-/* The file at path (an error page's) with status, if the site has it: 0, else -1. */
-int static_serve_page(struct request *r, const char *path, int status);
+/* The file at path (an error page's) with status and the fields h[0..n), if the site has
+ * it: 0, else -1. */
+int static_serve_page(struct request *r, const char *path, int status, const struct header *h, size_t n);
 void static_sweep(double now);
 
 /* returns.c: a location's return, and the redirect of a cleartext request to https. */
@@ -102,6 +105,11 @@ void proxy_pass_handle(struct request *r);
 /* Once, before the workers start: the mark of this process in the Via of its requests. */
 void proxy_pass_init(void);
 
+/* auth_basic.c: whether the request may go on past the location's authentication; false
+ * when it was answered (401, 503) or its client went.  It may wait, parked. */
+struct auth_conf;
+bool auth_basic_allows(struct request *r, const struct auth_conf *a);
+
 /* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);
 
@@ -109,6 +117,12 @@ void access_log_request(const struct request *r);
  * thread, summed for /metrics. */
 #define DURATION_BUCKETS 18
 #define METRIC_PROTOCOLS 3
+/* Authentications by kind and outcome: passed; refused (401); not decided (503 for a
+ * full password-check queue). */
+enum { AUTH_BASIC, AUTH_KINDS };
+enum { AUTH_SUCCESS, AUTH_FAILURE, AUTH_ERROR, AUTH_OUTCOMES };
+#define AUTH_BUSY AUTH_ERROR
+extern const char *const auth_kind_names[AUTH_KINDS], *const auth_outcome_names[AUTH_OUTCOMES];
 extern const double duration_bounds[DURATION_BUCKETS];
 extern const char *const metric_protocols[METRIC_PROTOCOLS];
 struct request_metrics {
@@ -116,8 +130,11 @@ struct request_metrics {
     uint64_t client_closed;                                   /* closed before an answer (499) */
     uint64_t duration[METRIC_PROTOCOLS][DURATION_BUCKETS + 1]; /* per bucket, not cumulative */
     uint64_t duration_us[METRIC_PROTOCOLS];
+    uint64_t auth[AUTH_KINDS][AUTH_OUTCOMES];
 };
 void metrics_record(const struct request *r);
+/* An authentication's outcome (auth_basic.c). */
+void metrics_auth(int kind, int outcome);
 void metrics_sum(struct request_metrics *out);
 
 /* dashboard.c: one sample a second per worker, the last DASHBOARD_SAMPLES of them. */

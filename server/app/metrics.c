@@ -26,16 +26,31 @@ static __thread struct metrics_block *mine;
 
 static void add(uint64_t *c, uint64_t d) { __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED); }
 
-void metrics_record(const struct request *r)
+const char *const auth_kind_names[AUTH_KINDS] = { "basic" };
+const char *const auth_outcome_names[AUTH_OUTCOMES] = { "success", "failure", "error" };
+
+/* This thread's block, registered on first use; NULL without memory. */
+static struct metrics_block *block(void)
 {
-    if (!mine) {
-        if (!(mine = sc_calloc(1, sizeof *mine)))
-            return;
+    if (!mine && (mine = sc_calloc(1, sizeof *mine))) {
         pthread_mutex_lock(&registry_lock);
         mine->next = registry;
         registry = mine;
         pthread_mutex_unlock(&registry_lock);
     }
+    return mine;
+}
+
+void metrics_auth(int kind, int outcome)
+{
+    if (block())
+        add(&mine->m.auth[kind][outcome], 1);
+}
+
+void metrics_record(const struct request *r)
+{
+    if (!block())
+        return;
     int status = req_status(r), cls = status / 100;
     if (status == REQ_CLIENT_CLOSED)
         add(&mine->m.client_closed, 1);

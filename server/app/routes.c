@@ -80,14 +80,25 @@ static const char *error_text(int status)
     }
 }
 
-void app_error_text(struct request *r, int status, const char *text)
+void app_error_fields(struct request *r, int status, const char *text, const struct header *h, size_t n)
 {
     const struct location *loc = req_location(r);
     for (uint16_t i = 0; loc && i < loc->nerrors; i++)
-        if (loc->errors[i].status == status && static_serve_page(r, loc->errors[i].uri, status) == 0)
+        if (loc->errors[i].status == status && static_serve_page(r, loc->errors[i].uri, status, h, n) == 0)
             return;
-    reply_text(r, status, text);
+    if (!n) {
+        reply_text(r, status, text);
+        return;
+    }
+    struct header f[1 + 4] = { { "content-type", "text/plain; charset=utf-8" } };
+    size_t k = 1, len = strlen(text);
+    for (size_t i = 0; i < n && k < sizeof f / sizeof f[0]; i++)
+        f[k++] = h[i];
+    if (req_respond(r, status, f, k, (int64_t)len) == 0 && !req_is_head(r) && req_write(r, text, len) == 0)
+        req_end(r);
 }
+
+void app_error_text(struct request *r, int status, const char *text) { app_error_fields(r, status, text, NULL, 0); }
 
 void app_error(struct request *r, int status) { app_error_text(r, status, error_text(status)); }
 
@@ -136,6 +147,13 @@ static void body_checked(struct request *r)
     }
 }
 
+/* The location's authentication runs once route_request's frame is gone (it may wait
+ * long, parked): route_request returns this for it, and route_authorized goes on. */
+static const struct route auth_gate = { "auth", NULL, 0, NULL, false };
+
+static inline __attribute__((always_inline)) const struct route *serve_location(struct request *r,
+    const struct location *loc, const char *host, const char *path, bool dotted);
+
 /* The request's site and location, found with its host and path in buffers on this
  * frame (2.3 KiB), and every answer that needs them.  A built-in route is returned
  * instead, to run once this frame is gone: its handler may wait long, and a parked
@@ -180,6 +198,15 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
         return answered(app_error(r, 404));  /* a path that names nothing under any root */
     if (loc->naccess && !client_allowed(r, loc))
         return answered(app_error(r, 403));
+    if (loc->auth)
+        return &auth_gate;
+    return serve_location(r, loc, host, path, dotted);
+}
+
+/* Step 5's rest and step 6, for the request's location: also after its authentication. */
+static inline __attribute__((always_inline)) const struct route *serve_location(struct request *r,
+    const struct location *loc, const char *host, const char *path, bool dotted)
+{
     if (loc->dotfiles == DOTFILES_DENY && dotted && path_has_dotfile(path))
         return answered(app_error(r, 403));
     /* A WebSocket handshake where nothing takes it: refused, not served as a GET
@@ -219,9 +246,26 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
     return NULL;
 }
 
+/* A request its location's authentication let through: its path and host laid out again
+ * (the first frame that held them is gone), and served. */
+static __attribute__((noinline)) const struct route *route_authorized(struct request *r)
+{
+    char host[256], path[2048];
+    bool dotted;
+    path_decode(req_target(r), path, sizeof path - 16, &dotted);   /* (one that failed was a 404) */
+    int hl = req_host_length(r);
+    host[0] = 0;
+    if (hl > 0)
+        host_lower(req_authority(r), (size_t)hl, host);
+    return serve_location(r, req_location(r), host, path, dotted);
+}
+
+
 void app_handle(struct request *r)
 {
     const struct route *rt = route_request(r);
+    if (rt == &auth_gate)
+        rt = auth_basic_allows(r, req_location(r)->auth) ? route_authorized(r) : NULL;
     if (rt) {
         rt->handler(r);
         body_checked(r);

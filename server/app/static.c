@@ -570,7 +570,7 @@ void static_serve(struct request *r, const struct location *loc, const char *pat
     serve_file(r, d, f, now);
 }
 
-int static_serve_page(struct request *r, const char *path, int status)
+int static_serve_page(struct request *r, const char *path, int status, const struct header *extra, size_t nextra)
 {
     const struct location *here = req_location(r);
     const struct location *loc = location_for_path(here->site, path, strlen(path), true);
@@ -581,10 +581,13 @@ int static_serve_page(struct request *r, const char *path, int status)
     struct open_file *f = rel ? open_file_get(loc->docroot, rel, req_now(r), &err) : NULL;
     if (!f || f->kind != FILE_REGULAR)
         return -1;
-    struct header h[] = { { "content-type", f->type } };
+    struct header h[1 + 4] = { { "content-type", f->type } };
+    size_t n = 1;
+    for (size_t i = 0; i < nextra && n < sizeof h / sizeof h[0]; i++)
+        h[n++] = extra[i];
     f->refs++;
     struct body_source src = { f->fd, f->content, open_file_hold, open_file_release, f };
-    req_respond_file(r, status, h, 1, &src, 0, f->size);
+    req_respond_file(r, status, h, n, &src, 0, f->size);
     return 0;
 }
 

@@ -330,6 +330,14 @@ static void metrics(struct request *r)
     metric(&b, "h2park_requests_client_closed_total", "counter",
            "Requests whose client closed (or reset the stream) before they were answered: logged as 499.",
            (double)m.client_closed);
+    family(&b, "h2park_auth_total", "counter",
+           "Authentications by kind (basic: auth_basic) and outcome: success, failure (401), error (not decided: 503 "
+           "when the password checks are all taken).");
+    for (int k = 0; k < AUTH_KINDS; k++)
+        for (int o = 0; o < AUTH_OUTCOMES; o++) {
+            snprintf(labels, sizeof labels, "{kind=\"%s\",outcome=\"%s\"}", auth_kind_names[k], auth_outcome_names[o]);
+            sample(&b, "h2park_auth_total", labels, (double)m.auth[k][o]);
+        }
     family(&b, "h2park_request_duration_seconds", "histogram",
            "Time from a request's complete head to the end of its exchange, by protocol.");
     for (int p = 0; p < METRIC_PROTOCOLS; p++) {

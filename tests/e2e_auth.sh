@@ -1,0 +1,249 @@
+#!/bin/bash
+# Authentication: auth_basic against htpasswd files written by Apache's htpasswd -B,
+# openssl passwd -5/-6 and mkpasswd (yescrypt), over HTTP/1.1, h2c and TLS; hostile
+# htpasswd files and Authorization fields; a reload that changes a password; a flood of
+# wrong bcrypt passwords while /-/healthz and an authenticated client keep being answered;
+# and auth_request in front of a Go net/http authentication app (tests/upstream_auth.go).
+. "$(dirname "$0")/lib.sh"
+make_site
+HERE=$(cd "$(dirname "$0")" && pwd)
+for need in htpasswd curl h2load; do
+  command -v $need >/dev/null || { echo "ok auth # SKIP $need not installed"; exit 0; }
+done
+mkdir -p "$TMP/www/private/open" "$TMP/www/api"
+echo "private page" > "$TMP/www/private/page.txt"
+echo "open page" > "$TMP/www/private/open/page.txt"
+echo "api page" > "$TMP/www/api/page.txt"
+
+# ---- the users' files, made by the tools people use ----
+htpasswd -cbB -C 5 "$TMP/users" alice 'alice pw' 2>/dev/null
+echo "bob:$(openssl passwd -6 'bob-pw')" >> "$TMP/users"
+echo "carol:$(openssl passwd -5 'carol-pw')" >> "$TMP/users"
+have_yescrypt=0
+if command -v mkpasswd >/dev/null; then
+  echo "dave:$(mkpasswd -m yescrypt 'dave-pw')" >> "$TMP/users" && have_yescrypt=1
+fi
+
+basic_conf() { # basic_conf NAME: a configuration with a protected location, to stdout
+  proxy_conf_head "$1"
+  cat <<EOF
+location /private/ {
+    auth_basic = "Private area"
+    auth_basic_user_file = $TMP/users
+}
+location /private/open/ {
+    auth_basic = off
+}
+EOF
+}
+basic_conf basic > "$TMP/basic.conf"
+start_config "$TMP/basic.conf" "$P" || exit 1
+
+# code PROTO USER:PASS PATH: the status of a GET with those credentials ("" for none).
+auth_code() {
+  local proto=$1 cred=$2 path=$3 url
+  case $proto in
+    h1) url="http://127.0.0.1:$P$path"; set -- --http1.1 ;;
+    h2c) url="http://127.0.0.1:$P$path"; set -- --http2-prior-knowledge ;;
+    tls) url="https://127.0.0.1:$T$path"; set -- --http2 -k ;;
+  esac
+  curl -s -m 10 -o /dev/null -w '%{http_code}' "$@" ${cred:+-u "$cred"} "$url"
+}
+
+users="alice:alice pw bob:bob-pw carol:carol-pw"
+[ $have_yescrypt = 1 ] && users="$users dave:dave-pw"
+for proto in h1 h2c tls; do
+
+  for u in alice bob carol dave; do
+    [ $u = dave ] && [ $have_yescrypt = 0 ] && continue
+    case $u in alice) pw='alice pw' ;; *) pw="$u-pw" ;; esac
+    got=$(auth_code $proto "$u:$pw" /private/page.txt)
+    [ "$got" = 200 ]; check "basic_${u}_right_password_$proto" $? "got $got"
+    got=$(auth_code $proto "$u:$pw-wrong" /private/page.txt)
+    [ "$got" = 401 ]; check "basic_${u}_wrong_password_$proto" $? "got $got"
+  done
+  got=$(auth_code $proto "" /private/page.txt)
+  [ "$got" = 401 ]; check "basic_no_credentials_$proto" $? "got $got"
+  got=$(auth_code $proto "mallory:alice pw" /private/page.txt)
+  [ "$got" = 401 ]; check "basic_unknown_user_$proto" $? "got $got"
+  got=$(auth_code $proto "" /private/open/page.txt)
+  [ "$got" = 200 ]; check "basic_lifted_by_off_$proto" $? "got $got"
+  got=$(auth_code $proto "" /index.html)
+  [ "$got" = 200 ]; check "basic_not_elsewhere_$proto" $? "got $got"
+done
+[ $have_yescrypt = 1 ] || echo "ok basic_yescrypt # SKIP mkpasswd (whois) not installed"
+
+hdrs=$(curl -s -D - -o "$TMP/401.body" "http://127.0.0.1:$P/private/page.txt")
+echo "$hdrs" | grep -qi '^www-authenticate: Basic realm="Private area", charset="UTF-8"'
+check basic_401_has_challenge $? "$(echo "$hdrs" | head -8)"
+grep -q 'private page' "$TMP/401.body"; [ $? != 0 ]
+check basic_401_no_content $? "$(cat "$TMP/401.body")"
+hdrs=$(curl -s --http2-prior-knowledge -D - -o /dev/null "http://127.0.0.1:$P/private/page.txt")
+echo "$hdrs" | grep -qi '^www-authenticate: Basic realm="Private area"'
+check basic_401_has_challenge_h2c $? "$(echo "$hdrs" | head -8)"
+got=$(curl -s -I -u 'alice:alice pw' -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P/private/page.txt")
+[ "$got" = 200 ]; check basic_head_request $? "got $got"
+
+# ---- the Authorization field is the peer's: garbage is a 401, never a crash ----
+b64() { printf '%b' "$1" | base64 -w0; }
+garbage=(
+  "bad_base64|Basic !!!!####"
+  "base64_bad_padding|Basic YWxp=ZTp4"
+  "base64_bad_length|Basic YWxpY2U6eA"
+  "no_colon|Basic $(b64 'alicealice pw')"
+  "empty_user|Basic $(b64 ':alice pw')"
+  "nul_in_password|Basic $(b64 'alice:alice\0pw')"
+  "non_utf8|Basic $(b64 '\xff\xfe\x80:\xc3\x28\xa0')"
+  "non_utf8_raw|Basic \xff\xfe\xfd\xfc"
+  "scheme_missing|$(b64 'alice:alice pw')"
+  "scheme_alone|Basic"
+  "scheme_alone_space|Basic   "
+  "other_scheme|Bearer $(b64 'alice:alice pw')"
+  "digest_scheme|Digest username=\"alice\", realm=\"Private area\""
+  "scheme_glued|Basic$(b64 'alice:alice pw')"
+  "huge|Basic $(head -c 6000 /dev/zero | tr '\0' 'A')"
+  "huge_valid_prefix|Basic $(b64 'alice:alice pw')$(head -c 6000 /dev/zero | tr '\0' 'A')"
+)
+for proto in h1 h2c tls; do
+  case $proto in
+    h1) url="http://127.0.0.1:$P/private/page.txt"; opts=(--http1.1) ;;
+    h2c) url="http://127.0.0.1:$P/private/page.txt"; opts=(--http2-prior-knowledge) ;;
+    tls) url="https://127.0.0.1:$T/private/page.txt"; opts=(--http2 -k) ;;
+  esac
+  for g in "${garbage[@]}"; do
+    name=${g%%|*}; value=$(printf '%b' "${g#*|}")
+    got=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "${opts[@]}" -H "Authorization: $value" "$url")
+    # (HTTP/2 forbids a value that ends in a space: the stream is reset before any handler.)
+    [ "$got" = 401 ] || { [ $proto != h1 ] && [ "$got" = 000 ] && [ "$name" = scheme_alone_space ]; }
+    check "basic_garbage_${name}_$proto" $? "got $got"
+  done
+  got=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "${opts[@]}" -H "Authorization: Basic $(b64 'alice:alice pw')" \
+    -H "Authorization: Basic $(b64 'alice:alice pw')" "$url")
+  [ "$got" = 401 ]; check "basic_garbage_two_fields_$proto" $? "got $got"
+  got=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "${opts[@]}" -H "Authorization: bAsIc  $(b64 'alice:alice pw')" "$url")
+  [ "$got" = 200 ]; check "basic_scheme_any_case_$proto" $? "got $got"
+done
+kill -0 "$DPID"; check basic_garbage_daemon_alive $? "the daemon died"
+
+# ---- the access log and /metrics say what happened ----
+sleep 0.3
+grep '"status":401' "$TMP/basic.access" | grep -q '"refused_by":"auth_basic"'
+check basic_access_log_refused_by $? "$(grep '"status":401' "$TMP/basic.access" | head -2)"
+grep '"status":200' "$TMP/basic.access" | grep -q 'refused_by'; [ $? != 0 ]
+check basic_access_log_passed_not_refused $? "$(grep '"status":200' "$TMP/basic.access" | grep refused_by | head -2)"
+m=$(curl -s "http://127.0.0.1:$P/metrics")
+ok_n=$(echo "$m" | sed -n 's/^h2park_auth_total{kind="basic",outcome="success"} //p')
+bad_n=$(echo "$m" | sed -n 's/^h2park_auth_total{kind="basic",outcome="failure"} //p')
+[ "${ok_n:-0}" -ge 9 ] && [ "${bad_n:-0}" -ge 50 ]
+check basic_metrics_counted $? "success ${ok_n:-none}, failure ${bad_n:-none}"
+
+# ---- the file is read again on reload ----
+cp "$TMP/users" "$TMP/users.orig"
+htpasswd -bB -C 5 "$TMP/users" alice 'new alice pw' 2>/dev/null
+reload_and_wait
+got_old=$(auth_code h1 "alice:alice pw" /private/page.txt); got_new=$(auth_code h1 "alice:new alice pw" /private/page.txt)
+[ "$got_old" = 401 ] && [ "$got_new" = 200 ]
+check basic_reload_reads_file_again $? "old password $got_old, new $got_new"
+printf 'alice\n' >> "$TMP/users"
+reload_and_wait
+grep -q "users:.*expected user:hash" "$TMP/daemon.log"
+check basic_reload_bad_file_said $? "$(tail -3 "$TMP/daemon.log")"
+got=$(auth_code h1 "alice:new alice pw" /private/page.txt)
+[ "$got" = 200 ]; check basic_reload_bad_file_keeps_running $? "got $got"
+cp "$TMP/users.orig" "$TMP/users"
+reload_and_wait
+stop_daemon
+
+# ---- hostile or mistaken users' files: file:line and exit 2 ----
+bad_file() { # bad_file NAME WANT CONTENT...: a configuration naming a file with those lines fails
+  local name=$1 want=$2; shift 2
+  printf '%b\n' "$@" > "$TMP/bad.users"
+  printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" "auth_basic = x" \
+    "auth_basic_user_file = $TMP/bad.users" > "$TMP/bad.conf"
+  config_error "htpasswd_$name" "$want" -c "$TMP/bad.conf" --check
+}
+good="alice:$(openssl passwd -6 pw)"
+bad_file empty_hash "bad.users:2: user 'bob': an empty hash" "$good" "bob:"
+bad_file plain_text "bad.users:2: user 'bob': not a hash this server takes" "$good" "bob:hunter2"
+bad_file sha "bad.users:1: user 'alice': a {SHA} hash" "$(htpasswd -nbs alice pw)"
+bad_file apr1 "bad.users:1: user 'alice': an MD5 hash" "$(htpasswd -nbm alice pw)"
+bad_file md5_crypt "bad.users:1: user 'alice': an MD5 hash" "alice:$(openssl passwd -1 pw)"
+bad_file des_crypt "bad.users:1: user 'alice': not a hash this server takes" "$(htpasswd -nbd alice pw 2>/dev/null)"
+bad_file missing_colon "bad.users:3: expected user:hash" "$good" "# a comment" "alice"
+bad_file empty_user "bad.users:1: an empty user name" ":$(openssl passwd -6 pw)"
+bad_file long_line "bad.users:2: a line longer than 1024 bytes" "$good" "bob:\$6\$$(head -c 5000 /dev/zero | tr '\0' 'a')"
+bad_file cut_bcrypt "bad.users:1: user 'alice': a \$2y\$ hash is" "$(htpasswd -nbB -C 4 alice pw | head -c 40)"
+bad_file bad_bcrypt_cost "bad.users:1: user 'alice': a malformed hash" \
+  "$(htpasswd -nbB -C 4 alice pw | sed 's/\$04\$/$99$/')"
+bad_file bad_byte "bad.users:1: user 'alice': a hash with a byte" "$(openssl passwd -6 pw | sed 's/^/alice:/;s/.$/!/')"
+bad_file duplicate "bad.users:2: user 'alice' given twice (first at line 1)" "$good" "$good"
+bad_file control_in_user "bad.users:1: a control byte in the user name" "al\x01ice:$(openssl passwd -6 pw)"
+bad_file no_users "no users in it" "# nobody"
+printf 'alice:%s\0\n' "$(openssl passwd -6 pw)" > "$TMP/nul.users"
+printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" "auth_basic = x" \
+  "auth_basic_user_file = $TMP/nul.users" > "$TMP/bad.conf"
+config_error htpasswd_nul_byte "a NUL byte" -c "$TMP/bad.conf" --check
+mkfifo "$TMP/fifo.users"
+printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" "auth_basic = x" \
+  "auth_basic_user_file = $TMP/fifo.users" > "$TMP/bad.conf"
+config_error htpasswd_fifo "bad.conf:4: auth_basic_user_file $TMP/fifo.users: cannot read: a FIFO" -c "$TMP/bad.conf" --check
+printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" "auth_basic = x" \
+  "auth_basic_user_file = $TMP/www" > "$TMP/bad.conf"
+config_error htpasswd_directory "a directory" -c "$TMP/bad.conf" --check
+printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" "auth_basic = x" \
+  "auth_basic_user_file = $TMP/none" > "$TMP/bad.conf"
+config_error htpasswd_missing "bad.conf:4: auth_basic_user_file $TMP/none: cannot read: No such file" -c "$TMP/bad.conf" --check
+printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" "location /x/ {" "auth_basic = x" "}" > "$TMP/bad.conf"
+config_error auth_basic_without_file "bad.conf:4: auth_basic without auth_basic_user_file" -c "$TMP/bad.conf" --check
+printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" 'auth_basic = a"b' > "$TMP/bad.conf"
+config_error auth_basic_realm_quote "bad.conf:3: auth_basic: the realm may not hold a quote" -c "$TMP/bad.conf" --check
+
+# ---- a flood of wrong bcrypt passwords: the rest keeps being answered ----
+htpasswd -cbB -C 10 "$TMP/slow.users" alice 'alice pw' 2>/dev/null
+proxy_conf_head flood > "$TMP/flood.conf"
+sed -i 's/^workers = 1$/workers = 2/' "$TMP/flood.conf"
+cat >> "$TMP/flood.conf" <<EOF
+location /private/ {
+    auth_basic = Flood
+    auth_basic_user_file = $TMP/slow.users
+}
+EOF
+start_config "$TMP/flood.conf" "$P" || exit 1
+good_auth="Authorization: Basic $(b64 'alice:alice pw')"
+bad_auth="Authorization: Basic $(b64 'alice:not the password')"
+t0=$(date +%s.%N)
+got=$(curl -s -o /dev/null -w '%{http_code}' -H "$good_auth" "http://127.0.0.1:$P/private/page.txt")
+t1=$(date +%s.%N)
+[ "$got" = 200 ]; check basic_bcrypt_cost10_passes $? "got $got"
+got=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H "$good_auth" "http://127.0.0.1:$P/private/page.txt")
+echo "# bcrypt cost 10: first check $(echo "$t1 - $t0" | bc) s, the next one from the cache: ${got#* } s"
+# 1,000 wrong passwords: 334 over h2c, 333 over HTTP/1.1, 333 over TLS, 60 clients each -
+# more at once than the password checks' queue holds (128), so some are refused with 503.
+h2load -n 334 -c 60 -H "$bad_auth" "http://127.0.0.1:$P/private/page.txt" > "$TMP/flood.h2c" 2>&1 & F1=$!
+h2load --h1 -n 333 -c 60 -H "$bad_auth" "http://127.0.0.1:$P/private/page.txt" > "$TMP/flood.h1" 2>&1 & F2=$!
+h2load -n 333 -c 60 -H "$bad_auth" "https://127.0.0.1:$T/private/page.txt" > "$TMP/flood.tls" 2>&1 & F3=$!
+PIDS="$PIDS $F1 $F2 $F3"
+: > "$TMP/healthz.times"; : > "$TMP/cached.codes"
+while kill -0 $F1 2>/dev/null || kill -0 $F2 2>/dev/null || kill -0 $F3 2>/dev/null; do
+  curl -s -m 10 -o /dev/null -w '%{http_code} %{time_total}\n' "http://127.0.0.1:$P/-/healthz" >> "$TMP/healthz.times"
+  curl -s -m 10 -o /dev/null -w '%{http_code} %{time_total}\n' -H "$good_auth" "http://127.0.0.1:$P/private/page.txt" \
+    >> "$TMP/cached.codes"
+  sleep 0.05
+done
+wait $F1 $F2 $F3
+n=$(wc -l < "$TMP/healthz.times"); bad=$(grep -vc '^200 ' "$TMP/healthz.times")
+[ "$n" -ge 5 ] && [ "$bad" = 0 ]; check basic_flood_healthz_answers $? "$bad of $n /-/healthz not 200"
+n2=$(wc -l < "$TMP/cached.codes"); bad2=$(grep -vc '^200 ' "$TMP/cached.codes")
+[ "$n2" -ge 5 ] && [ "$bad2" = 0 ]; check basic_flood_authenticated_client_answers $? "$bad2 of $n2 not 200"
+sort -n -k2 "$TMP/healthz.times" | awk '{ t[NR] = $2 } END { printf "# /-/healthz during the flood: %d requests, median %.1f ms, p90 %.1f ms, max %.1f ms\n", NR, t[int(NR/2)+1]*1000, t[int(NR*0.9)+1]*1000, t[NR]*1000 }'
+sort -n -k2 "$TMP/cached.codes" | awk '{ t[NR] = $2 } END { printf "# an authenticated client (the cache) during the flood: median %.1f ms, max %.1f ms\n", t[int(NR/2)+1]*1000, t[NR]*1000 }'
+total=0
+for f in h2c h1 tls; do
+  s4=$(sed -n 's/^status codes: [0-9]* 2xx, [0-9]* 3xx, \([0-9]*\) 4xx, \([0-9]*\) 5xx$/\1 \2/p' "$TMP/flood.$f")
+  total=$(( total + ${s4% *} + ${s4#* } ))
+  echo "# flood over $f: $(grep -E '^finished in' "$TMP/flood.$f"); 4xx 5xx: $s4"
+done
+[ "$total" = 1000 ]; check basic_flood_every_wrong_password_refused $? "$total of 1000 answered 401/503"
+m=$(curl -s "http://127.0.0.1:$P/metrics")
+echo "# $(echo "$m" | grep '^h2park_auth_total{kind="basic"' | tr '\n' ' ')"
+stop_daemon

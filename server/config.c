@@ -209,7 +209,7 @@ enum key_id {
     K_PROXY_SSL_VERIFY, K_PROXY_SSL_TRUSTED_CERTIFICATE, K_PROXY_SSL_NAME, K_PROXY_SSL_SERVER_NAME,
     K_PROXY_SSL_SESSION_REUSE,
     K_PROXY_SSL_CERTIFICATE, K_PROXY_SSL_CERTIFICATE_KEY,
-    K_AUTH_BASIC, K_AUTH_BASIC_USER_FILE,
+    K_AUTH_BASIC, K_AUTH_BASIC_USER_FILE, K_AUTH_REQUEST, K_AUTH_REQUEST_COPY_HEADERS,
     K_COUNT
 };
 
@@ -266,9 +266,12 @@ struct scope {
     double keepalive_timeout;
     struct health_check *health;
     struct scope *upstreams, **upstreams_tail;   /* the top level's upstream sections */
-    /* Authentication: auth_basic (its challenge; NULL: off) and its file. */
+    /* Authentication: auth_basic (its challenge; NULL: off), its file, auth_request (NULL:
+     * off) and the fields it copies. */
     const char *auth_challenge, *auth_basic_from;
     const char *auth_file, *auth_file_from;
+    const char *auth_request, *auth_request_from;
+    struct vec auth_copy;          /* const char *, lower case */
     bool auth_reported;            /* its error is said (config_finish) */
 };
 
@@ -1034,6 +1037,57 @@ static int set_auth_basic_user_file(struct setter_args *a)
     return set_path(a, &a->s->auth_file, "auth_basic_user_file");
 }
 
+/* A path (and query) as a request line carries it, naming a location of the site as it is
+ * written there: no escapes, nothing a request line cannot hold. */
+static int set_auth_request(struct setter_args *a)
+{
+    const char *v = a->value;
+    a->s->auth_request_from = a->from;
+    if (!strcmp(v, "off")) {
+        a->s->auth_request = NULL;
+        return 0;
+    }
+    bool ok = v[0] == '/' && strlen(v) < 256;
+    for (const char *p = v; *p && ok; p++)
+        ok = (unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f && !strchr("#%\"<>\\^`{|}", *p);
+    if (!ok)
+        return WHY("auth_request: '%.100s' is not off or a path of this site (like /auth; no %%, #, space or "
+                   "control byte; at most 255 bytes)", v);
+    a->s->auth_request = sdup(a->c, v);
+    return 0;
+}
+
+static int set_auth_request_copy_headers(struct setter_args *a)
+{
+    char copy[1024];
+    if (strlen(a->value) >= sizeof copy)
+        return WHY("auth_request_copy_headers: too long");
+    snprintf(copy, sizeof copy, "%s", a->value);
+    /* Framing, and the fields the server reads itself (request.h's known fields), which
+     * a copy would not change for it. */
+    static const char *const framing[] = { "host", "content-length", "transfer-encoding", "connection", "keep-alive",
+                                           "upgrade", "te", "trailer", "proxy-connection", "expect", "http2-settings",
+                                           "accept-encoding", "if-match", "if-none-match", "if-modified-since",
+                                           "if-unmodified-since", "range", "if-range", "user-agent", "referer" };
+    a->s->auth_copy = (struct vec){ 0 };
+    for (char *save = NULL, *w = strtok_r(copy, " \t,", &save); w; w = strtok_r(NULL, " \t,", &save)) {
+        for (char *p = w; *p; p++)
+            if (!tchar((unsigned char)*p))
+                return WHY("auth_request_copy_headers: '%.100s' is not a field name", w);
+        for (char *p = w; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        for (size_t i = 0; i < sizeof framing / sizeof framing[0]; i++)
+            if (!strcmp(w, framing[i]))
+                return WHY("auth_request_copy_headers: %s is read by the server itself: it is not copied", w);
+        if (a->s->auth_copy.n == 16)
+            return WHY("auth_request_copy_headers: at most 16 names");
+        *(const char **)push(a->c, &a->s->auth_copy, sizeof(char *)) = sdup(a->c, w);
+    }
+    if (!a->s->auth_copy.n)
+        return WHY("auth_request_copy_headers: expected field names (X-User X-Email)");
+    return 0;
+}
+
 /* ---- the table ---- */
 
 enum key_type { T_SECTION, T_BOOL, T_DURATION, T_U32, T_COUNT, T_STACK, T_FN };
@@ -1114,6 +1168,8 @@ const struct config_key config_keys[K_COUNT] = {
     [K_PROXY_SSL_CERTIFICATE_KEY] = { "proxy_ssl_certificate_key", ANY, false, false },
     [K_AUTH_BASIC] = { "auth_basic", ANY, false, false },
     [K_AUTH_BASIC_USER_FILE] = { "auth_basic_user_file", ANY, false, false },
+    [K_AUTH_REQUEST] = { "auth_request", ANY, false, false },
+    [K_AUTH_REQUEST_COPY_HEADERS] = { "auth_request_copy_headers", ANY, false, false },
     [K_UPSTREAM] = { "upstream", TOP, true, true },
     [K_SERVER] = { "server", KEY_UPSTREAM, true, false },
     [K_BALANCE] = { "balance", KEY_UPSTREAM, false, false },
@@ -1186,6 +1242,8 @@ static const struct key_def defs[K_COUNT] = {
     [K_PROXY_SSL_CERTIFICATE_KEY] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate_key },
     [K_AUTH_BASIC] = { T_FN, 0, 0, 0, NULL, set_auth_basic },
     [K_AUTH_BASIC_USER_FILE] = { T_FN, 0, 0, 0, NULL, set_auth_basic_user_file },
+    [K_AUTH_REQUEST] = { T_FN, 0, 0, 0, NULL, set_auth_request },
+    [K_AUTH_REQUEST_COPY_HEADERS] = { T_FN, 0, 0, 0, NULL, set_auth_request_copy_headers },
     [K_UPSTREAM] = { T_SECTION, 0, 0, 0, NULL, NULL },
     [K_SERVER] = { T_FN, 0, 0, 0, NULL, set_server },
     [K_BALANCE] = { T_FN, 0, 0, 0, NULL, set_balance },
@@ -1744,8 +1802,9 @@ struct merged {
     uint32_t proxy_tries;
     const char *proxy_host;
     struct upstream_tls ssl;
-    struct scope *auth_basic;      /* the scope whose auth_basic it is */
+    struct scope *auth_basic, *auth_request;   /* the scopes whose auth_basic, auth_request it is */
     const char *auth_file, *auth_file_from;
+    struct vec auth_copy;
 };
 
 static void merge(struct config *c, struct merged *m, const struct scope *s)
@@ -1849,6 +1908,10 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         m->auth_file = s->auth_file;
         m->auth_file_from = s->auth_file_from;
     }
+    if (at[K_AUTH_REQUEST].src)
+        m->auth_request = (struct scope *)s;
+    if (at[K_AUTH_REQUEST_COPY_HEADERS].src)
+        m->auth_copy = s->auth_copy;
 }
 
 static bool same_strings(const struct vec *a, const char *const *b, uint32_t nb)
@@ -2072,24 +2135,73 @@ static const struct auth_file *auth_file_for(struct config *c, const char *path,
     return f;
 }
 
-/* A location's authentication, or NULL for none. */
+/* A location's authentication, or NULL for none (auth_request's location is found once the
+ * site's locations are: resolve_auth_requests). */
 static const struct auth_conf *auth_for(struct config *c, const struct merged *m, struct config_errors *e)
 {
     struct scope *b = m->auth_basic && m->auth_basic->auth_challenge ? m->auth_basic : NULL;
-    if (!b)
+    struct scope *q = m->auth_request && m->auth_request->auth_request ? m->auth_request : NULL;
+    if (!b && !q)
         return NULL;
     struct auth_conf *a = alloc(c, sizeof *a);
-    if (!m->auth_file) {
-        if (!b->auth_reported)
-            config_error(e, "%s: auth_basic without auth_basic_user_file (here or above it): the users' file is "
-                         "needed", b->auth_basic_from);
-        b->auth_reported = true;
-        return NULL;
+    if (b) {
+        if (!m->auth_file) {
+            if (!b->auth_reported)
+                config_error(e, "%s: auth_basic without auth_basic_user_file (here or above it): the users' file is "
+                             "needed", b->auth_basic_from);
+            b->auth_reported = true;
+        } else {
+            a->challenge = b->auth_challenge;
+            a->basic_from = b->auth_basic_from;
+            a->file = auth_file_for(c, m->auth_file, m->auth_file_from);
+        }
     }
-    a->challenge = b->auth_challenge;
-    a->basic_from = b->auth_basic_from;
-    a->file = auth_file_for(c, m->auth_file, m->auth_file_from);
+    if (q) {
+        a->request_uri = q->auth_request;
+        a->request_from = q->auth_request_from;
+        a->copy = m->auth_copy.v;
+        a->ncopy = (uint8_t)m->auth_copy.n;
+    }
     return a;
+}
+
+/* Each auth_request's location in its site: one that proxy_passes over HTTP/1.1, not the
+ * location it protects; it then answers only subrequests (nginx's internal). */
+static void resolve_auth_requests(struct config *c, struct site *site, const struct merged *merged,
+                                  struct config_errors *e)
+{
+    for (uint32_t i = 0; i < site->nlocations; i++) {
+        struct location *l = &site->locations[i];
+        struct auth_conf *a = (struct auth_conf *)l->auth;
+        if (!a || !a->request_uri)
+            continue;
+        size_t pl = strcspn(a->request_uri, "?");
+        const struct location *t = location_lookup(site, a->request_uri, pl, true);
+        const char *why = t == l ? "names the location it protects"
+                          : t->handler != HANDLER_PROXY || !t->proxy
+                              ? "names a location without proxy_pass: give the authentication server a location "
+                                "of its own (location = /auth { proxy_pass = http://auth-server })"
+                          : t->proxy->h2 ? "names a location that passes over HTTP/2: the subrequest speaks HTTP/1.1"
+                                         : NULL;
+        struct scope *q = merged[i].auth_request;
+        if (why) {
+            if (!q->auth_reported)
+                config_error(e, "%s: auth_request = %s %s (the location at %s)", a->request_from, a->request_uri, why,
+                             t->from);
+            q->auth_reported = true;
+            continue;
+        }
+        a->request = t;
+    }
+    for (uint32_t i = 0; i < site->nlocations; i++) {
+        const struct auth_conf *a = site->locations[i].auth;
+        if (!a || !a->request)
+            continue;
+        struct location *t = (struct location *)a->request;
+        if (!t->auth)
+            t->auth = alloc(c, sizeof(struct auth_conf));
+        ((struct auth_conf *)t->auth)->internal = true;
+    }
 }
 
 static void fill_location(struct config *c, struct vec *roots, struct location *l, const struct merged *m,
@@ -2221,6 +2333,7 @@ static void build_locations(struct config *c, struct vec *roots, struct site *si
             site->prefixes[j] = l;
         }
     }
+    resolve_auth_requests(c, site, merged.v, e);
 }
 
 static void add_name(struct config *c, struct site_table *t, const char *name, const struct site *s,

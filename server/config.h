@@ -169,11 +169,18 @@ struct auth_file {
     struct htpasswd *users;        /* set as the configuration is applied; freed with it */
     struct auth_file *next;        /* config->auth_files */
 };
-/* A location's authentication (app/auth_basic.c). */
+/* A location's authentication (app/auth_basic.c, app/auth_request.c): both must pass when
+ * both are set (nginx's satisfy all), auth_basic first. */
 struct auth_conf {
     const char *challenge;         /* auth_basic's WWW-Authenticate (Basic realm="..."), or NULL: off */
     const char *basic_from;
     const struct auth_file *file;
+    const char *request_uri;       /* auth_request's URI, or NULL: off */
+    const char *request_from;
+    const struct location *request;    /* ... the location of this site it names (its proxy_pass) */
+    const char *const *copy;       /* auth_request_copy_headers: response fields into the request, lower case */
+    uint8_t ncopy;
+    bool internal;                 /* named by an auth_request: a client asking for it gets 404 */
 };
 
 struct location {

@@ -209,6 +209,12 @@ const struct req_upstream *req_upstream_info(const struct request *r);
  * as refused_by: rule is a string that outlives the request (a literal, or configuration
  * text the request holds).  NULL when none did. */
 void req_set_refused_by(struct request *r, const char *rule);
+/* Sets the request's field name (lower case) to value, or removes it (value NULL), in
+ * place of every field of that name the client sent: req_header, req_header_values and
+ * req_headers (whose order then puts it last) say so from here on - what auth_request
+ * copies from its answer, so that an upstream reads the authentication server's X-User,
+ * never one the client made up.  Not for the known fields (req_known).  -1 without memory. */
+int req_set_field(struct request *r, const char *name, const char *value);
 const char *req_refused_by(const struct request *r);
 
 #endif

@@ -198,6 +198,172 @@ config_error auth_basic_without_file "bad.conf:4: auth_basic without auth_basic_
 printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" 'auth_basic = a"b' > "$TMP/bad.conf"
 config_error auth_basic_realm_quote "bad.conf:3: auth_basic: the realm may not hold a quote" -c "$TMP/bad.conf" --check
 
+# ---- auth_request in front of a Go net/http authentication server ----
+GOAUTH=skip
+if command -v go >/dev/null; then
+  GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$TMP/gocache" go build -o "$TMP/upstream_auth" \
+    "$HERE/upstream_auth.go" > "$TMP/gobuild.log" 2>&1
+  check auth_go_app_builds $? "$(head -5 "$TMP/gobuild.log")"
+  GA=$(free_port); DEAD=$(free_port); HANG=$(free_port)
+  "$TMP/upstream_auth" "$GA" & PIDS="$PIDS $!"
+  # A server that takes connections and never answers.
+  python3 -c "import socket,time
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1',$HANG)); s.listen(64); c=[]
+while True: c.append(s.accept())" & PIDS="$PIDS $!"
+  for i in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$GA/count" && break; sleep 0.1; done
+  GOAUTH=ok
+fi
+if [ $GOAUTH = ok ]; then
+  proxy_conf_head areq > "$TMP/areq.conf"
+  cat >> "$TMP/areq.conf" <<EOF
+upstream authsvc {
+    server = 127.0.0.1:$GA
+    keepalive = 4
+}
+location = /auth {
+    proxy_pass = http://authsvc/auth
+    proxy_read_timeout = 5s
+}
+location = /auth-hang {
+    proxy_pass = http://127.0.0.1:$HANG/
+    proxy_read_timeout = 1s
+}
+location = /auth-refused {
+    proxy_pass = http://127.0.0.1:$DEAD/auth
+}
+location /app/ {
+    auth_request = /auth
+    auth_request_copy_headers = X-User X-Groups
+    proxy_pass = http://127.0.0.1:$GA
+}
+location /api/ {
+    auth_request = /auth
+}
+location /hang/ {
+    auth_request = /auth-hang
+}
+location /refused/ {
+    auth_request = /auth-refused
+}
+location /both/ {
+    auth_basic = Both
+    auth_basic_user_file = $TMP/users
+    auth_request = /auth
+}
+EOF
+  mkdir -p "$TMP/www/both" "$TMP/www/hang" "$TMP/www/refused"
+  echo both > "$TMP/www/both/page.txt"; echo hang > "$TMP/www/hang/page.txt"; echo refused > "$TMP/www/refused/page.txt"
+  start_config "$TMP/areq.conf" "$P" || exit 1
+  # areq PROTO PATH [curl args]: "STATUS BODY" of a GET, the body's lines joined by spaces
+  areq() {
+    local proto=$1 path=$2 url; shift 2
+    case $proto in
+      h1) url="http://127.0.0.1:$P$path"; set -- --http1.1 "$@" ;;
+      h2c) url="http://127.0.0.1:$P$path"; set -- --http2-prior-knowledge "$@" ;;
+      tls) url="https://127.0.0.1:$T$path"; set -- --http2 -k "$@" ;;
+    esac
+    : > "$TMP/areq.body"
+    curl -s -m 15 -o "$TMP/areq.body" -w '%{http_code}' "$@" "$url"; printf ' '; tr '\n' ' ' < "$TMP/areq.body"
+  }
+  for proto in h1 h2c tls; do
+    got=$(areq $proto /app/x -H 'X-Token: good')
+    [ "$got" = '200 user="alice" groups="admins" token="good" ' ]; check "areq_good_token_user_copied_$proto" $? "got $got"
+    got=$(areq $proto /app/x -H 'X-Token: good' -H 'X-User: mallory' -H 'X-Groups: root')
+    [ "$got" = '200 user="alice" groups="admins" token="good" ' ]; check "areq_client_x_user_replaced_$proto" $? "got $got"
+    got=$(areq $proto /app/x -H 'X-Token: good-nouser' -H 'X-User: mallory')
+    [ "$got" = '200 user="" groups="" token="good-nouser" ' ]; check "areq_client_x_user_removed_$proto" $? "got $got"
+    got=$(areq $proto /api/page.txt -H 'X-Token: good')
+    [ "$got" = '200 api page ' ]; check "areq_static_behind_it_$proto" $? "got $got"
+    got=$(areq $proto /app/x -H 'X-Token: nope' -D "$TMP/areq.h")
+    [ "${got%% *}" = 401 ] && grep -qi '^www-authenticate: Bearer realm="test"' "$TMP/areq.h" && ! grep -q 'user=' "$TMP/areq.body"
+    check "areq_401_passed_with_challenge_$proto" $? "got $got $(cat "$TMP/areq.h")"
+    got=$(areq $proto /app/x)
+    [ "${got%% *}" = 401 ]; check "areq_no_token_401_$proto" $? "got $got"
+    got=$(areq $proto /app/x -H 'X-Token: forbidden')
+    [ "${got%% *}" = 403 ]; check "areq_403_passed_$proto" $? "got $got"
+    got=$(areq $proto /app/x -H 'X-Token: teapot')
+    [ "${got%% *}" = 500 ]; check "areq_other_status_500_$proto" $? "got $got"
+    got=$(areq $proto /app/x -H 'X-Token: redirect')
+    [ "${got%% *}" = 500 ]; check "areq_redirect_500_$proto" $? "got $got"
+    got=$(areq $proto /app/x -H 'X-Token: big')
+    [ "$got" = '200 user="big" groups="" token="big" ' ]; check "areq_big_answer_body_$proto" $? "got $got"
+    got=$(areq $proto /auth -H 'X-Token: good')
+    [ "${got%% *}" = 404 ]; check "areq_auth_location_internal_$proto" $? "got $got"
+  done
+  # What the authentication server was sent: a GET of its URI without a body, the original
+  # method and URI, the client's fields but the framing ones.
+  curl -s -o /dev/null -X POST --data-binary 'secret body' -H 'X-Token: good' -H 'Cookie: a=1' "http://127.0.0.1:$P/app/post?q=1"
+  last=$(curl -s "http://127.0.0.1:$GA/last")
+  echo "$last" | grep -qx 'method: GET' && echo "$last" | grep -qx 'uri: /auth' && echo "$last" | grep -qx 'body: 0' &&
+    echo "$last" | grep -qx 'x-original-method: POST' && echo "$last" | grep -qx 'x-original-uri: /app/post?q=1' &&
+    echo "$last" | grep -qx 'x-forwarded-method: POST' && echo "$last" | grep -qx 'x-forwarded-uri: /app/post?q=1' &&
+    echo "$last" | grep -qx 'x-token: good' && echo "$last" | grep -qx 'cookie: a=1' &&
+    ! echo "$last" | grep -qi '^content-length: [1-9]'
+  check areq_subrequest_fields $? "$last"
+  curl -s -o /dev/null --http2-prior-knowledge -H 'X-Token: good' -H 'Cookie: a=1' -H 'Cookie: b=2' "http://127.0.0.1:$P/app/x"
+  last=$(curl -s "http://127.0.0.1:$GA/last")
+  echo "$last" | grep -qx 'cookie: a=1; b=2'; check areq_subrequest_h2_cookies_joined $? "$last"
+  before=$(curl -s "http://127.0.0.1:$GA/count")
+  for i in 1 2 3 4 5 6 7 8 9 10; do curl -s -o /dev/null -H 'X-Token: good' "http://127.0.0.1:$P/api/page.txt"; done
+  after=$(curl -s "http://127.0.0.1:$GA/count")
+  [ $(( ${after% *} - ${before% *} )) = 10 ] && [ $(( ${after#* } - ${before#* } )) -le 1 ]
+  check areq_keepalive_pool_reused $? "requests and connections before: $before, after: $after"
+  t0=$(date +%s.%N)
+  got=$(areq h1 /hang/page.txt -H 'X-Token: good')
+  t1=$(date +%s.%N)
+  [ "${got%% *}" = 504 ]; check areq_hanging_server_504 $? "got $got"
+  echo "# auth_request to a server that never answers: 504 after $(echo "$t1 - $t0" | bc) s (proxy_read_timeout 1s)"
+  for proto in h2c tls; do
+    got=$(areq $proto /hang/page.txt)
+    [ "${got%% *}" = 504 ]; check "areq_hanging_server_504_$proto" $? "got $got"
+  done
+  for proto in h1 h2c tls; do
+    got=$(areq $proto /refused/page.txt)
+    [ "${got%% *}" = 500 ]; check "areq_refused_connection_500_$proto" $? "got $got"
+  done
+  grep -q "auth_request /auth-refused: upstream 127.0.0.1:$DEAD: .*connect" "$TMP/daemon.log"
+  check areq_refused_logged $? "$(grep auth_request "$TMP/daemon.log" | tail -2)"
+  # Both: auth_basic first (satisfy all), then auth_request.
+  got=$(areq h1 /both/page.txt -H 'X-Token: good' -D "$TMP/areq.h")
+  [ "${got%% *}" = 401 ] && grep -qi 'www-authenticate: Basic realm="Both"' "$TMP/areq.h"
+  check areq_both_basic_first $? "got $got"
+  got=$(areq h1 /both/page.txt -u 'bob:bob-pw' -H 'X-Token: nope')
+  [ "${got%% *}" = 401 ]; check areq_both_request_second $? "got $got"
+  got=$(areq h1 /both/page.txt -u 'bob:bob-pw' -H 'X-Token: good')
+  [ "$got" = '200 both ' ]; check areq_both_pass $? "got $got"
+  sleep 0.3
+  grep '"status":401' "$TMP/areq.access" | grep -q '"refused_by":"auth_request"' &&
+    grep '"status":500' "$TMP/areq.access" | grep -q '"refused_by":"auth_request"' &&
+    grep '"status":401' "$TMP/areq.access" | grep -q '"refused_by":"auth_basic"'
+  check areq_access_log_refused_by $? "$(grep refused_by "$TMP/areq.access" | head -3)"
+  m=$(curl -s "http://127.0.0.1:$P/metrics")
+  s_n=$(echo "$m" | sed -n 's/^h2park_auth_total{kind="request",outcome="success"} //p')
+  f_n=$(echo "$m" | sed -n 's/^h2park_auth_total{kind="request",outcome="failure"} //p')
+  e_n=$(echo "$m" | sed -n 's/^h2park_auth_total{kind="request",outcome="error"} //p')
+  [ "${s_n:-0}" -ge 20 ] && [ "${f_n:-0}" -ge 9 ] && [ "${e_n:-0}" -ge 12 ]
+  check areq_metrics_counted $? "success ${s_n:-none}, failure ${f_n:-none}, error ${e_n:-none}"
+  kill -0 "$DPID"; check areq_daemon_alive $? "the daemon died"
+  stop_daemon
+  # Its configuration errors name the line.
+  areq_conf() { printf '%s\n' "listen = 127.0.0.1:$(free_port)" "root = $TMP/www" "$@" > "$TMP/bad.conf"; }
+  areq_conf "location /a/ {" "auth_request = /nothing" "}"
+  config_error areq_names_no_proxy "bad.conf:4: auth_request = /nothing names a location without proxy_pass" -c "$TMP/bad.conf" --check
+  areq_conf "location /a/ {" "auth_request = /a/x" "proxy_pass = http://127.0.0.1:$GA" "}"
+  config_error areq_names_itself "bad.conf:4: auth_request = /a/x names the location it protects" -c "$TMP/bad.conf" --check
+  areq_conf "location = /auth {" "proxy_pass = h2c://127.0.0.1:$GA" "}" "location /a/ {" "auth_request = /auth" "}"
+  config_error areq_names_h2 "bad.conf:7: auth_request = /auth names a location that passes over HTTP/2" -c "$TMP/bad.conf" --check
+  areq_conf "auth_request = auth"
+  config_error areq_not_a_path "bad.conf:3: auth_request: 'auth' is not off or a path" -c "$TMP/bad.conf" --check
+  areq_conf "auth_request = /a%20b"
+  config_error areq_escape "bad.conf:3: auth_request: '/a%20b' is not off" -c "$TMP/bad.conf" --check
+  areq_conf "auth_request_copy_headers = Host"
+  config_error areq_copy_host "bad.conf:3: auth_request_copy_headers: host is read by the server itself" -c "$TMP/bad.conf" --check
+  areq_conf "auth_request_copy_headers = X-User Bad:Name"
+  config_error areq_copy_bad_name "bad.conf:3: auth_request_copy_headers: 'Bad:Name' is not a field name" -c "$TMP/bad.conf" --check
+else
+  echo "ok auth_request # SKIP go not installed"
+fi
+
 # ---- a flood of wrong bcrypt passwords: the rest keeps being answered ----
 htpasswd -cbB -C 10 "$TMP/slow.users" alice 'alice pw' 2>/dev/null
 proxy_conf_head flood > "$TMP/flood.conf"

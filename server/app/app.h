@@ -105,10 +105,12 @@ void proxy_pass_handle(struct request *r);
 /* Once, before the workers start: the mark of this process in the Via of its requests. */
 void proxy_pass_init(void);
 
-/* auth_basic.c: whether the request may go on past the location's authentication; false
- * when it was answered (401, 503) or its client went.  It may wait, parked. */
+/* auth_basic.c, auth_request.c: whether the request may go on past the location's
+ * authentication; false when it was answered (401, 403, 500, 503, 504) or its client
+ * went.  Either may wait, parked. */
 struct auth_conf;
 bool auth_basic_allows(struct request *r, const struct auth_conf *a);
+bool auth_request_allows(struct request *r, const struct auth_conf *a);
 
 /* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);
@@ -117,9 +119,9 @@ void access_log_request(const struct request *r);
  * thread, summed for /metrics. */
 #define DURATION_BUCKETS 18
 #define METRIC_PROTOCOLS 3
-/* Authentications by kind and outcome: passed; refused (401); not decided (503 for a
- * full password-check queue). */
-enum { AUTH_BASIC, AUTH_KINDS };
+/* Authentications by kind and outcome: passed; refused (401, 403); not decided (503 for a
+ * full password-check queue, 500 or 504 for an authentication server that failed). */
+enum { AUTH_BASIC, AUTH_REQUEST, AUTH_KINDS };
 enum { AUTH_SUCCESS, AUTH_FAILURE, AUTH_ERROR, AUTH_OUTCOMES };
 #define AUTH_BUSY AUTH_ERROR
 extern const char *const auth_kind_names[AUTH_KINDS], *const auth_outcome_names[AUTH_OUTCOMES];
@@ -133,7 +135,7 @@ struct request_metrics {
     uint64_t auth[AUTH_KINDS][AUTH_OUTCOMES];
 };
 void metrics_record(const struct request *r);
-/* An authentication's outcome (auth_basic.c). */
+/* An authentication's outcome (auth_basic.c, auth_request.c). */
 void metrics_auth(int kind, int outcome);
 void metrics_sum(struct request_metrics *out);
 

@@ -26,7 +26,7 @@ static __thread struct metrics_block *mine;
 
 static void add(uint64_t *c, uint64_t d) { __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED); }
 
-const char *const auth_kind_names[AUTH_KINDS] = { "basic" };
+const char *const auth_kind_names[AUTH_KINDS] = { "basic", "request" };
 const char *const auth_outcome_names[AUTH_OUTCOMES] = { "success", "failure", "error" };
 
 /* This thread's block, registered on first use; NULL without memory. */

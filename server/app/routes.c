@@ -260,12 +260,20 @@ static __attribute__((noinline)) const struct route *route_authorized(struct req
     return serve_location(r, req_location(r), host, path, dotted);
 }
 
+/* nginx's satisfy all: auth_basic, then auth_request; a location an auth_request names
+ * answers only its subrequests (nginx's internal). */
+static bool authorized(struct request *r, const struct auth_conf *a)
+{
+    if (a->internal)
+        return app_error(r, 404), false;
+    return (!a->challenge || auth_basic_allows(r, a)) && (!a->request || auth_request_allows(r, a));
+}
 
 void app_handle(struct request *r)
 {
     const struct route *rt = route_request(r);
     if (rt == &auth_gate)
-        rt = auth_basic_allows(r, req_location(r)->auth) ? route_authorized(r) : NULL;
+        rt = authorized(r, req_location(r)->auth) ? route_authorized(r) : NULL;
     if (rt) {
         rt->handler(r);
         body_checked(r);

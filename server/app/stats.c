@@ -331,8 +331,9 @@ static void metrics(struct request *r)
            "Requests whose client closed (or reset the stream) before they were answered: logged as 499.",
            (double)m.client_closed);
     family(&b, "h2park_auth_total", "counter",
-           "Authentications by kind (basic: auth_basic) and outcome: success, failure (401), error (not decided: 503 "
-           "when the password checks are all taken).");
+           "Authentications by kind (basic: auth_basic, request: auth_request) and outcome: success, failure (401, "
+           "403), error (not decided: 503 when the password checks are all taken, 500 or 504 when the "
+           "authentication server failed).");
     for (int k = 0; k < AUTH_KINDS; k++)
         for (int o = 0; o < AUTH_OUTCOMES; o++) {
             snprintf(labels, sizeof labels, "{kind=\"%s\",outcome=\"%s\"}", auth_kind_names[k], auth_outcome_names[o]);

@@ -201,6 +201,7 @@ static void release(struct request *r)
             ev_io_stop(c->w->loop, w);
         buf_free(&r->extra->trailers);
         sc_free(r->extra->upstream.error);
+        sc_free(r->extra->set_fields);
         sc_free(r->extra);
     }
     if (r->src.release)
@@ -254,8 +255,24 @@ static const char *known(const struct request *r, enum known_field k)
     return r->known[k] ? r->hdr.data + r->known[k] - 1 : NULL;
 }
 
+/* A field req_set_field set: its entry's value ('+' or '-' first), or NULL if it set none. */
+static const char *set_field(const struct request *r, const char *name)
+{
+    for (const char *p = r->extra->set_fields; *p;) {
+        const char *v = p + strlen(p) + 1;
+        if (!strcmp(p, name))
+            return v;
+        p = v + strlen(v) + 1;
+    }
+    return NULL;
+}
+#define SET_FIELDS(r) ((r)->extra && (r)->extra->set_fields)
+
 static const char *field(const struct request *r, const char *name)
 {
+    const char *set = SET_FIELDS(r) ? set_field(r, name) : NULL;
+    if (set)
+        return set[0] == '+' ? set + 1 : NULL;
     size_t len = strlen(name);
     int k = known_field(name, len);
     if (k >= 0)
@@ -1220,12 +1237,53 @@ bool req_body_empty(const struct request *r) { return r->body_eof && r->body.len
 size_t req_headers(const struct request *r, struct header *out, size_t cap)
 {
     size_t n = 0;
-    for (size_t off = 0; off < r->hdr.len && n < cap; n++) {
+    bool set = SET_FIELDS(r);
+    for (size_t off = 0; off < r->hdr.len && n < cap;) {
         const char *name = r->hdr.data + off, *v = name + strlen(name) + 1;
-        out[n] = (struct header){ name, v };
         off = (size_t)(v - r->hdr.data) + strlen(v) + 1;
+        if (!set || !set_field(r, name))
+            out[n++] = (struct header){ name, v };
+    }
+    for (const char *p = set ? r->extra->set_fields : ""; *p && n < cap;) {
+        const char *v = p + strlen(p) + 1;
+        if (v[0] == '+')
+            out[n++] = (struct header){ p, v + 1 };
+        p = v + strlen(v) + 1;
     }
     return n;
+}
+
+int req_set_field(struct request *r, const char *name, const char *value)
+{
+    struct request_extra *e = extra(r);
+    if (!e)
+        return -1;
+    size_t old = 0;                /* the entries before the terminating empty name */
+    if (e->set_fields) {
+        const char *p = e->set_fields;
+        while (*p) {
+            p += strlen(p) + 1;
+            p += strlen(p) + 1;
+        }
+        old = (size_t)(p - e->set_fields);
+    }
+    size_t nl = strlen(name), vl = value ? strlen(value) : 0;
+    char *f = sc_malloc(old + nl + 1 + 1 + vl + 1 + 1);
+    if (!f)
+        return -1;
+    if (old)
+        memcpy(f, e->set_fields, old);
+    char *p = f + old;
+    memcpy(p, name, nl + 1);
+    p += nl + 1;
+    *p++ = value ? '+' : '-';
+    if (vl)
+        memcpy(p, value, vl);
+    p[vl] = 0;
+    p[vl + 1] = 0;
+    sc_free(e->set_fields);
+    e->set_fields = f;
+    return 0;
 }
 
 static struct request_extra *extra(struct request *r)
@@ -1293,6 +1351,13 @@ size_t req_header_count(const struct request *r) { return r->nfields; }
 
 size_t req_header_values(const struct request *r, const char *name, const char **out, size_t max)
 {
+    const char *set = SET_FIELDS(r) ? set_field(r, name) : NULL;
+    if (set) {
+        if (set[0] == '-' || !max)
+            return 0;
+        out[0] = set + 1;
+        return 1;
+    }
     size_t n = 0;
     for (size_t off = 0; off < r->hdr.len && max;) {
         const char *f = r->hdr.data + off, *v = f + strlen(f) + 1;

@@ -142,6 +142,7 @@ struct request_extra {
     struct buf trailers;                  /* req_end_with_trailers: name\0value\0 pairs, names lower case */
     struct buf *park_frees;               /* req_park_frees: the handler's buffer, or NULL */
     const char *refused_by;               /* req_set_refused_by: the rule that refused it, or NULL */
+    char *set_fields;                     /* req_set_field: name\0 '+'value\0 or '-'\0 ..., \0; or NULL */
 };
 
 /* The response's trailer fields, for the front end once the body has ended: *off starts

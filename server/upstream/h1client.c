@@ -148,9 +148,10 @@ static int on_headers_complete(llhttp_t *p)
     r->head_done = true;
     r->event = H1RESP_HEAD;
     /* The head announces a body that does not come; a 204 or 304 has none either (RFC
-     * 9110 6.4.1), and its end is here: paused instead, llhttp would report it only
-     * with the next byte, which an upstream keeping the connection never sends. */
-    if (r->head_request || r->status == 204 || r->status == 304)
+     * 9110 6.4.1), nor does one of Content-Length: 0 (a 403, an authentication server's
+     * 200), and its end is here: paused instead, llhttp would report it only with the
+     * next byte, which an upstream keeping the connection never sends. */
+    if (r->head_request || r->status == 204 || r->status == 304 || r->length == 0)
         return 1;
     return HPE_PAUSED;
 }

@@ -116,7 +116,7 @@ TARGETS := $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(BUILD)/sc-classes
 ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
-TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
+TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_clienttable $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
            $(BUILD)/tests/test_passcheck
 
 .PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
@@ -214,6 +214,11 @@ $(BUILD)/tests/test_config: $(BUILD)/obj/tests/test_config.o $(filter-out $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 
+# The per-client table alone (with the address parsing it keys by): TSAN=1 runs it too.
+$(BUILD)/tests/test_clienttable: $(BUILD)/obj/tests/test_clienttable.o $(BUILD)/obj/server/clienttable.o $(BUILD)/obj/server/netaddr.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+
 $(BUILD)/tests/test_proxy: $(BUILD)/obj/tests/test_proxy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
@@ -306,7 +311,7 @@ install-lib: $(BUILD)/libscalloc.a $(SHARED_LIB) $(MALLOC_LIB) $(GEN)
 # Both allocator builds, with and without size-specialized malloc, both context switches
 # and the checked inline switch pass the same unit tests.  Under
 # ThreadSanitizer only the threaded parts run (the allocator, the coroutines, the
-# stress) and no end-to-end test.  TESTS on the command line runs those test programs
+# stress, the per-client table) and no end-to-end test.  TESTS on the command line runs those test programs
 # instead (E2E, the end-to-end scripts, is run.sh's own).  When a test fails, run.sh's
 # "N passed, N failed" stays the last line and make still exits non-zero: see
 # scripts/make-test-failed.sh.
@@ -314,7 +319,8 @@ VARIANT_TESTS := $(BUILD)/nospec/tests/test_alloc \
                  $(BUILD)/ucontext/tests/test_coro \
                  $(BUILD)/checks/tests/test_coro
 ifeq ($(TSAN),1)
-TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/test_passcheck
+TEST_PROGS := $(BUILD)/tests/test_alloc $(BUILD)/tests/test_coro $(BUILD)/tests/test_stress $(BUILD)/tests/test_passcheck \
+              $(BUILD)/tests/test_clienttable
 test: $(TEST_PROGS)
 else
 TEST_PROGS := $(filter $(BUILD)/tests/test_%,$(TARGETS))

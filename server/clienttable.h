@@ -23,6 +23,9 @@ struct client_key {
 /* The table's entries are 32 bytes, grouped 8 to a bucket. */
 #define CLIENT_ENTRY_BYTES 32
 #define CLIENT_BUCKET_BYTES (8 * CLIENT_ENTRY_BYTES)
+/* limit_zone_size's range. */
+#define CLIENT_TABLE_MIN (UINT64_C(64) << 10)
+#define CLIENT_TABLE_MAX (UINT64_C(64) << 30)
 
 /* A table of at most bytes (whole buckets, at least one), keying addresses by their
  * first v4_bits (IPv4) or v6_bits (IPv6) bits.  Its pages are touched only as entries

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clienttable.h"
 #include "config.h"
 #include "coro.h"
 #include "log.h"
@@ -210,6 +211,7 @@ enum key_id {
     K_PROXY_SSL_SESSION_REUSE,
     K_PROXY_SSL_CERTIFICATE, K_PROXY_SSL_CERTIFICATE_KEY,
     K_AUTH_BASIC, K_AUTH_BASIC_USER_FILE, K_AUTH_REQUEST, K_AUTH_REQUEST_COPY_HEADERS,
+    K_MAX_CONNS_PER_CLIENT, K_LIMIT_REQ, K_LIMIT_STATUS, K_LIMIT_ZONE_SIZE, K_LIMIT_PREFIX_V4, K_LIMIT_PREFIX_V6,
     K_COUNT
 };
 
@@ -220,6 +222,7 @@ struct named_path {
 struct scope {
     uint8_t kind;                  /* enum scope_kind */
     struct scope *next;            /* the next site, or the next location of its parent */
+    const struct scope *parent;    /* a location's site or top level; NULL for the top level */
     struct scope *sites, *locations;
     struct scope **sites_tail, **locations_tail;
     const char *from;
@@ -273,6 +276,11 @@ struct scope {
     const char *auth_request, *auth_request_from;
     struct vec auth_copy;          /* const char *, lower case */
     bool auth_reported;            /* its error is said (config_finish) */
+    /* Per-client limits. */
+    uint32_t conns_per_client;
+    const char *conns_per_client_from;
+    struct vec limit_req;          /* struct limit_req_rule * */
+    uint16_t limit_status;
 };
 
 struct config_parse {
@@ -1088,6 +1096,126 @@ static int set_auth_request_copy_headers(struct setter_args *a)
     return 0;
 }
 
+/* ---- per-client limits ---- */
+
+static uint32_t hash_bytes(uint32_t h, const char *p, size_t n);
+
+static int set_conns_per_client(struct setter_args *a)
+{
+    unsigned long long n;
+    if (config_parse_uint(a->value, UINT16_MAX, &n))
+        return WHY("max_conns_per_client: '%s' is not a count of connections (0 for no limit, at most %u)", a->value,
+                   UINT16_MAX);
+    a->s->conns_per_client = (uint32_t)n;
+    a->s->conns_per_client_from = a->from;
+    return 0;
+}
+
+static int set_limit_status(struct setter_args *a)
+{
+    unsigned long long n;
+    if (config_parse_uint(a->value, 599, &n) || n < 400)
+        return WHY("limit_status: '%s' is not an error status (400..599; 429 or 503 as a rule)", a->value);
+    a->s->limit_status = (uint16_t)n;
+    return 0;
+}
+
+static int set_zone_size(struct setter_args *a)
+{
+    uint64_t n;
+    int rc = parse_size(a->value, &n);
+    if (rc || n < CLIENT_TABLE_MIN || n > CLIENT_TABLE_MAX)
+        return WHY("limit_zone_size: '%s' is not a size from 64k to 64g (bytes, or with k, m, g)", a->value);
+    a->c->limit_zone_size = n;
+    return 0;
+}
+
+/* Where a scope is, in words that survive edits elsewhere in the file (unlike its line):
+ * part of a limit_req rule's identity. */
+static void scope_place(const struct scope *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    const struct scope *chain[3] = { NULL, NULL, NULL };
+    int depth = 0;
+    for (const struct scope *p = s; p && depth < 3; p = p->parent)
+        chain[depth++] = p;
+    for (int i = depth - 1; i >= 0 && n < cap; i--) {
+        const struct scope *p = chain[i];
+        if (p->kind == SCOPE_SITE)
+            for (uint32_t k = 0; k < p->names.n && n < cap; k++)
+                n += (size_t)snprintf(out + n, cap - n, "site %s ", ((const char **)p->names.v)[k]);
+        else if (p->kind == SCOPE_LOCATION && n < cap)
+            n += (size_t)snprintf(out + n, cap - n, "location %s%s ", p->exact ? "= " : "", p->path);
+    }
+}
+
+/* "RATE [burst=N] [nodelay | delay=N] [key=realip|addr|host]": RATE as nginx's, 10r/s or
+ * 600r/m; each option once. */
+static int set_limit_req(struct setter_args *a)
+{
+    char copy[300];
+    if (strlen(a->value) >= sizeof copy)
+        return WHY("limit_req '%.100s...': too long", a->value);
+    if (a->s->limit_req.n == 8)
+        return WHY("limit_req: at most 8 in one scope");
+    snprintf(copy, sizeof copy, "%s", a->value);
+    struct limit_req_rule *r = alloc(a->c, sizeof *r);
+    char *save = NULL, *w = strtok_r(copy, " \t", &save);
+    const char *usage = "limit_req = RATE [burst=N] [nodelay | delay=N] [key=realip|addr|host], RATE as 10r/s or 600r/m";
+    if (!w)
+        return WHY("expected %s", usage);
+    size_t wl = strlen(w);
+    bool per_minute = wl > 3 && !strcmp(w + wl - 3, "r/m");
+    if (wl <= 3 || (!per_minute && strcmp(w + wl - 3, "r/s")))
+        return WHY("limit_req: '%s' is not a rate (like 10r/s or 600r/m)", w);
+    w[wl - 3] = 0;
+    unsigned long long n;
+    if (config_parse_uint(w, 1000000, &n) || n == 0)
+        return WHY("limit_req: the rate '%s' is not a count of requests from 1 to 1000000", w);
+    r->rate = (uint32_t)(per_minute ? n * 1000 / 60 : n * 1000);
+    if (!r->rate)
+        r->rate = 1;
+    bool burst = false, delay = false, nodelay = false, key = false;
+    for (char *o; (o = strtok_r(NULL, " \t", &save));) {
+        bool *seen = !strncmp(o, "burst=", 6) ? &burst : !strncmp(o, "delay=", 6) ? &delay
+                   : !strcmp(o, "nodelay") ? &nodelay : !strncmp(o, "key=", 4) ? &key : NULL;
+        if (!seen)
+            return WHY("limit_req: unknown option '%s' (%s)", o, usage);
+        if (*seen)
+            return WHY("limit_req: '%.*s' given twice", (int)strcspn(o, "="), o);
+        *seen = true;
+        if (seen == &burst || seen == &delay) {
+            if (config_parse_uint(o + 6, 1000000, &n))
+                return WHY("limit_req: %s is not a count of requests (0 to 1000000)", o);
+            *(seen == &burst ? &r->burst : &r->delay) = (uint32_t)n * 1000;
+        } else if (seen == &key) {
+            if (!strcmp(o + 4, "realip"))
+                r->key = LIMIT_KEY_REALIP;
+            else if (!strcmp(o + 4, "addr"))
+                r->key = LIMIT_KEY_ADDR;
+            else if (!strcmp(o + 4, "host"))
+                r->key = LIMIT_KEY_HOST;
+            else
+                return WHY("limit_req: key '%s' is not realip, addr or host", o + 4);
+        }
+    }
+    if (nodelay && delay)
+        return WHY("limit_req: nodelay and delay= both given (nodelay is delay=burst)");
+    if (delay && r->delay > r->burst)
+        return WHY("limit_req: delay=%u is more than burst=%u", r->delay / 1000, r->burst / 1000);
+    if (nodelay)
+        r->delay = UINT32_MAX;
+    r->from = a->from;
+    r->refused_by = fmt(a->c, "limit_req = %s (%s)", a->value, a->from);
+    char place[600];
+    scope_place(a->s, place, sizeof place);
+    uint32_t h = hash_bytes(hash_bytes(2166136261u, place, strlen(place)), a->value, strlen(a->value));
+    r->id = (uint16_t)(h ^ h >> 16);
+    *(struct limit_req_rule **)push(a->c, &a->s->limit_req, sizeof r) = r;
+    return 0;
+}
+
 /* ---- the table ---- */
 
 enum key_type { T_SECTION, T_BOOL, T_DURATION, T_U32, T_COUNT, T_STACK, T_FN };
@@ -1176,6 +1304,12 @@ const struct config_key config_keys[K_COUNT] = {
     [K_KEEPALIVE] = { "keepalive", KEY_UPSTREAM, false, false },
     [K_KEEPALIVE_TIMEOUT] = { "keepalive_timeout", KEY_UPSTREAM, false, false },
     [K_HEALTH_CHECK] = { "health_check", KEY_UPSTREAM, false, false },
+    [K_MAX_CONNS_PER_CLIENT] = { "max_conns_per_client", SITE, false, false },
+    [K_LIMIT_REQ] = { "limit_req", ANY, true, false },
+    [K_LIMIT_STATUS] = { "limit_status", ANY, false, false },
+    [K_LIMIT_ZONE_SIZE] = { "limit_zone_size", TOP, false, false },
+    [K_LIMIT_PREFIX_V4] = { "limit_prefix_v4", TOP, false, false },
+    [K_LIMIT_PREFIX_V6] = { "limit_prefix_v6", TOP, false, false },
 };
 const size_t config_nkeys = K_COUNT;
 
@@ -1250,6 +1384,12 @@ static const struct key_def defs[K_COUNT] = {
     [K_KEEPALIVE] = { T_FN, 0, 0, 0, NULL, set_keepalive },
     [K_KEEPALIVE_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_keepalive_timeout },
     [K_HEALTH_CHECK] = { T_FN, 0, 0, 0, NULL, set_health_check },
+    [K_MAX_CONNS_PER_CLIENT] = { T_FN, 0, 0, 0, NULL, set_conns_per_client },
+    [K_LIMIT_REQ] = { T_FN, 0, 0, 0, NULL, set_limit_req },
+    [K_LIMIT_STATUS] = { T_FN, 0, 0, 0, NULL, set_limit_status },
+    [K_LIMIT_ZONE_SIZE] = { T_FN, 0, 0, 0, NULL, set_zone_size },
+    [K_LIMIT_PREFIX_V4] = { T_U32, G(limit_prefix_v4), 1, 32, NULL, NULL },
+    [K_LIMIT_PREFIX_V6] = { T_U32, G(limit_prefix_v6), 1, 128, NULL, NULL },
 };
 
 /* A global value of a plain type: 0, or -1 with why. */
@@ -1315,6 +1455,10 @@ struct config *config_new(void)
     t->ssl.session_reuse = true;                 /* nginx's and Go's */
     t->root = "./www";
     t->root_from = CONFIG_BUILTIN;
+    t->limit_status = 429;
+    c->limit_zone_size = 10 << 20;
+    c->limit_prefix_v4 = 32;
+    c->limit_prefix_v6 = 64;
     c->parking = true;
     c->builtin_routes = true;
     c->server_header = true;
@@ -1369,6 +1513,7 @@ static void clear_repeating(struct config_parse *p, struct scope *s, int k)
     case K_SERVER: s->servers = (struct vec){ 0 }; break;
     case K_REAL_IP_FROM: p->real_ip = (struct vec){ 0 }; break;
     case K_BUILTIN_ROUTES_ALLOW: p->builtin_allow = (struct vec){ 0 }; break;
+    case K_LIMIT_REQ: s->limit_req = (struct vec){ 0 }; break;
     default: break;
     }
 }
@@ -1490,6 +1635,7 @@ static struct scope *open_location(struct config *c, struct scope *parent, char 
     struct config_parse *p = c->parse;
     struct scope *s = alloc(c, sizeof *s);
     s->kind = SCOPE_LOCATION;
+    s->parent = parent;
     s->from = fmt(c, "%s:%u", p->src_name, p->line);
     char *save = NULL, *w = strtok_r(rest, " \t", &save);
     if (w && !strcmp(w, "=")) {
@@ -1805,6 +1951,8 @@ struct merged {
     struct scope *auth_basic, *auth_request;   /* the scopes whose auth_basic, auth_request it is */
     const char *auth_file, *auth_file_from;
     struct vec auth_copy;
+    struct vec limit_req;
+    uint16_t limit_status;
 };
 
 static void merge(struct config *c, struct merged *m, const struct scope *s)
@@ -1879,6 +2027,10 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
             m->proxy_timeouts[i] = s->proxy_timeouts[i];
     if (at[K_PROXY_NEXT_UPSTREAM_TRIES].src)
         m->proxy_tries = s->proxy_tries;
+    if (at[K_LIMIT_REQ].src)
+        m->limit_req = s->limit_req;   /* replaces what is inherited, as nginx's limit_req does */
+    if (at[K_LIMIT_STATUS].src || s->kind == SCOPE_TOP)
+        m->limit_status = s->limit_status;
     if (at[K_PROXY_SET_HOST].src)
         m->proxy_host = s->proxy_host;
     bool top = s->kind == SCOPE_TOP;
@@ -2223,6 +2375,10 @@ static void fill_location(struct config *c, struct vec *roots, struct location *
     l->naccess = (uint16_t)m->naccess;
     l->errors = m->errors.v;
     l->nerrors = (uint16_t)m->errors.n;
+    l->limit_req = m->limit_req.v;
+    l->nlimit_req = (uint8_t)m->limit_req.n;
+    l->limits = l->nlimit_req > 0;
+    l->limit_status = m->limit_status;
     l->path_len = (uint32_t)strlen(l->path);
     l->auth = auth_for(c, m, e);
     /* An exact location aliased to a file: its directory is the root, its name the file
@@ -2397,6 +2553,77 @@ static bool same_pairs(const struct tls_identity *t, const struct vec *certs, co
     return true;
 }
 
+/* A site's max_conns_per_client on each of its listeners: counted at accept, before the
+ * site is known (a TLS client names it in its handshake), so the sites of one address
+ * must agree.  seen[j]: a site has given listener j its limit (or none). */
+static void limit_listeners(struct config *c, const struct site *site, uint32_t n, const char *from, bool *seen,
+                            struct config_errors *e)
+{
+    for (int j = 0; j < c->nlisten; j++) {
+        struct listen_addr *l = &c->listen[j];
+        if (!(site->listen_mask >> j & 1))
+            continue;
+        if (!seen[j]) {
+            seen[j] = true;
+            l->max_conns_per_client = n;
+            l->max_conns_per_client_from = site->from;
+            l->max_conns_per_client_refused = fmt(c, "max_conns_per_client = %u (%s)", n, from ? from : site->from);
+        } else if (l->max_conns_per_client != n) {
+            config_error(e, "%s: max_conns_per_client %u on %s, where the site at %s has %u: the sites of one address "
+                         "share its limit", site->from, n, l->text, l->max_conns_per_client_from,
+                         l->max_conns_per_client);
+        }
+    }
+}
+
+static bool rule_id_taken(const struct vec *rules, uint16_t id)
+{
+    for (uint32_t q = 0; q < rules->n; q++)
+        if (((struct limit_req_rule **)rules->v)[q]->id == id)
+            return true;
+    return false;
+}
+
+/* Every limit_req rule once, each with an id no other rule of the configuration has, and
+ * which locations any limit may apply to. */
+static void finish_limits(struct config *c)
+{
+    struct vec rules = { 0 };
+    for (uint32_t i = 0; i < c->nsites; i++) {
+        struct site *site = &c->sites[i];
+        bool by_request = false;      /* behind a trusted proxy, connections count by request */
+        for (int j = 0; j < c->nlisten; j++)
+            by_request |= (site->listen_mask >> j & 1) && c->listen[j].max_conns_per_client && c->nreal_ip_from;
+        for (uint32_t k = 0; k < site->nlocations; k++) {
+            struct location *l = &site->locations[k];
+            l->limits = l->nlimit_req || by_request;
+            for (uint8_t r = 0; r < l->nlimit_req; r++) {
+                struct limit_req_rule *rule = (struct limit_req_rule *)l->limit_req[r];
+                bool known = false;
+                for (uint32_t q = 0; q < rules.n && !known; q++)
+                    known = ((struct limit_req_rule **)rules.v)[q] == rule;
+                if (known)
+                    continue;
+                while (!rule->id || rule_id_taken(&rules, rule->id))
+                    rule->id++;
+                *(struct limit_req_rule **)push(c, &rules, sizeof rule) = rule;
+            }
+        }
+    }
+    c->limit_rules = rules.v;
+    c->nlimit_rules = rules.n;
+}
+
+bool config_has_limits(const struct config *c)
+{
+    if (c->nlimit_rules)
+        return true;
+    for (int j = 0; j < c->nlisten; j++)
+        if (c->listen[j].max_conns_per_client)
+            return true;
+    return false;
+}
+
 int config_finish(struct config *c, struct config_errors *e)
 {
     struct config_parse *p = c->parse;
@@ -2417,6 +2644,7 @@ int config_finish(struct config *c, struct config_errors *e)
     *(const char **)push(c, &top_m.index, sizeof(char *)) = "index.html";
     merge(c, &top_m, top);
     struct vec roots = { 0 }, tls = { 0 };
+    bool conns_limited[MAX_LISTEN] = { false };
     const struct scope *s = top->sites;
     for (uint32_t i = 0; i < c->nsites; i++, s = s ? s->next : NULL) {
         struct site *site = &c->sites[i];
@@ -2454,6 +2682,8 @@ int config_finish(struct config *c, struct config_errors *e)
             }
             site->listen_mask |= 1u << idx;
         }
+        const struct scope *ls_ = own && own->at[K_MAX_CONNS_PER_CLIENT].src ? own : top;
+        limit_listeners(c, site, ls_->conns_per_client, ls_->conns_per_client_from, conns_limited, e);
         struct merged m = top_m;
         if (own) {
             merge(c, &m, own);
@@ -2504,6 +2734,7 @@ int config_finish(struct config *c, struct config_errors *e)
     for (int j = 0; j < c->nlisten; j++)
         build_table(c, &c->listen_sites[j], 1u << j, c->listen[j].text, e);
     build_table(c, &c->all_sites, ~0u, "any address", NULL);
+    finish_limits(c);
     /* Where https_redirect sends a site: its own TLS port, else that of a TLS site of the
      * same name (nginx's pair of server blocks), else 443. */
     for (uint32_t i = 0; i < c->nsites; i++) {

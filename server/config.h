@@ -39,6 +39,10 @@ struct listen_addr {
     bool tls;
     bool proxy_protocol;           /* a PROXY protocol header (v1 or v2) comes first */
     bool dual;                     /* "*:PORT": one IPv6 socket that takes IPv4 too */
+    /* max_conns_per_client of the sites on it (0: none), and the first of them. */
+    uint32_t max_conns_per_client;
+    const char *max_conns_per_client_from;
+    const char *max_conns_per_client_refused;   /* the access log's refused_by for a request over it */
     char text[64];
     const char *from;              /* "site.conf:3", "command line", ... */
 };
@@ -157,6 +161,21 @@ struct proxy_conf {
     bool h2;                       /* HTTP/2 (gRPC): h2c:// with prior knowledge, h2:// over TLS by ALPN */
 };
 
+/* limit_req: nginx's leaky bucket for each client (app/limits.c, clienttable.c).  One per
+ * configuration line, shared by the locations that inherit it; its id names its buckets
+ * in the client table, drawn from where it is and what it says, so that a reload that
+ * leaves a rule as it was keeps its clients' buckets. */
+enum limit_key { LIMIT_KEY_REALIP, LIMIT_KEY_ADDR, LIMIT_KEY_HOST };
+struct limit_req_rule {
+    uint32_t rate;                 /* thousandths of a request a second */
+    uint32_t burst, delay;         /* thousandths of a request; delay UINT32_MAX: nodelay */
+    uint8_t key;                   /* enum limit_key */
+    uint16_t id;                   /* not 0 (0 is the connection count's) */
+    const char *from;              /* "site.conf:12" */
+    const char *refused_by;        /* "limit_req = 10r/s burst=5 (site.conf:12)": the access log's */
+    _Atomic uint64_t refused, delayed;   /* since this configuration was loaded */
+};
+
 struct route;                      /* app/app.h: a built-in route */
 struct site;
 struct location;
@@ -206,6 +225,13 @@ struct location {
     const struct error_page *errors;
     uint16_t nerrors;
     const struct auth_conf *auth;  /* NULL: no authentication (the path every other request takes) */
+    /* Per-client limits: limit_req's rules, and whether any limit may apply here (a rule,
+     * or a per-client connection limit on a listener of the site behind real_ip_from:
+     * counted by request) - one test for a location without them. */
+    const struct limit_req_rule *const *limit_req;
+    uint8_t nlimit_req;
+    bool limits;
+    uint16_t limit_status;         /* what a limited request is answered */
     const struct site *site;
     const char *from;
 };
@@ -259,6 +285,7 @@ enum real_ip_header { REAL_IP_X_FORWARDED_FOR, REAL_IP_FORWARDED, REAL_IP_X_REAL
 enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
 
 struct config_parse;               /* config.c: what parsing keeps until config_finish */
+struct client_table;
 struct config_cleanup;
 
 struct config {
@@ -295,6 +322,14 @@ struct config {
     const struct access_rule *real_ip_from;
     uint16_t nreal_ip_from;
     uint8_t real_ip_header;        /* enum real_ip_header */
+    /* The per-client table (clienttable.c): its size and the address prefixes it keys
+     * by (both take a restart), every limit_req rule, and the table itself - the
+     * process's, which main.c gives every configuration once one has asked for a limit. */
+    unsigned long long limit_zone_size;
+    uint32_t limit_prefix_v4, limit_prefix_v6;
+    const struct limit_req_rule *const *limit_rules;
+    uint32_t nlimit_rules;
+    struct client_table *clients;
 
     /* The tree, from config_finish. */
     struct listen_addr listen[MAX_LISTEN];
@@ -394,6 +429,14 @@ int upstream_parse_health_check(const char *value, struct health_check *h, char 
 void upstream_server_defaults(struct upstream_server_conf *s);
 /* A host (and port) a Host field may carry: proxy_set_host, health_check's host=. */
 bool upstream_host_ok(const char *host);
+
+/* Whether c asks for any per-client limit (so needs the client table). */
+bool config_has_limits(const struct config *c);
+/* The per-client connection limit of listener slot (0: none). */
+static inline uint32_t config_conns_per_client(const struct config *c, unsigned slot)
+{
+    return slot < MAX_LISTEN && c->listen_of_slot[slot] >= 0 ? c->listen[c->listen_of_slot[slot]].max_conns_per_client : 0;
+}
 
 /* max_conns, with auto resolved against the open-file limit. */
 long config_max_conns(const struct config *c);

@@ -8,6 +8,8 @@
 /* Why a connection closed (core/serve.c decides). */
 enum close_reason { CLOSED_PEER, CLOSED_IDLE, CLOSED_TIMEOUT, CLOSED_GOAWAY, CLOSED_ERROR, CLOSED_REASONS };
 extern const char *const close_reason_names[CLOSED_REASONS];
+/* Why max_conns_per_client refused a connection (core/connlimit.c). */
+enum conn_refusal { REFUSED_OVER_LIMIT, REFUSED_TABLE_FULL, CONN_REFUSALS };
 
 struct worker_counters {
     uint64_t conns, parked_conns, serve_coroutines, handler_coroutines;
@@ -16,6 +18,7 @@ struct worker_counters {
     uint64_t conns_total, streams_total, parks_total, respawns_total, handler_parks_total;
     uint64_t bytes_in, bytes_out;                  /* on the sockets, after TLS */
     uint64_t closed[CLOSED_REASONS];
+    uint64_t conns_refused[CONN_REFUSALS];
 };
 
 static inline void counter_add(uint64_t *c, int64_t d)

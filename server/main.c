@@ -32,6 +32,7 @@
 
 #include "app/app.h"
 #include "app/htpasswd.h"
+#include "clienttable.h"
 #include "core/conn.h"
 #include "mem.h"
 #include "notify.h"
@@ -170,6 +171,9 @@ static void keep_restart_only(struct config *next)
     KEEP(workers, "%ld")
     KEEP(coro_stack_size, "%zu")
     KEEP(coro_guard_pages, "%d")
+    KEEP(limit_zone_size, "%llu")
+    KEEP(limit_prefix_v4, "%u")
+    KEEP(limit_prefix_v6, "%u")
 #undef KEEP
     if (strcmp(next->user, running->user)) {
         log_msg(LOG_WARN, "reload: user '%s' -> '%s' takes a restart; still '%s'", running->user, next->user,
@@ -179,6 +183,21 @@ static void keep_restart_only(struct config *next)
 }
 
 static unsigned pending_gen;         /* published, not yet taken by every worker */
+
+/* The per-client table: made for the first configuration that asks for a limit, then
+ * given to every later one - the same table, so that a connection counted under one
+ * configuration is let go of in it under the next, and clients' buckets outlive a
+ * reload (its size and prefixes take a restart).  Never freed: the process's. */
+static struct client_table *clients;
+
+static void give_client_table(struct config *next, struct config_errors *e)
+{
+    if (!clients && config_has_limits(next) &&
+        !(clients = client_table_new(next->limit_zone_size, next->limit_prefix_v4, next->limit_prefix_v6)))
+        config_error(e, "limit_zone_size: cannot map %llu bytes for the client table",
+                     (unsigned long long)next->limit_zone_size);
+    next->clients = clients;
+}
 
 /* Checks next against the machine (sockets, TLS, roots, access log) and, unless only
  * checking, makes it the running configuration (it takes next's reference).  -1 with
@@ -206,6 +225,8 @@ static int apply_config(struct config *next, enum apply_mode mode, struct config
         config_error(e, "%s: access_log %.700s: %s", next->access_log_from, next->access_log, err);
     if (!e->count && mode == APPLY_CHECK)
         print_paths(next, stdout);
+    if (!e->count && mode != APPLY_CHECK)
+        give_client_table(next, e);
     if (e->count || mode == APPLY_CHECK) {
         listeners_abort(plan);       /* (--check exits next: nothing to keep) */
         config_unref(next);

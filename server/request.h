@@ -216,5 +216,9 @@ void req_set_refused_by(struct request *r, const char *rule);
  * never one the client made up.  Not for the known fields (req_known).  -1 without memory. */
 int req_set_field(struct request *r, const char *name, const char *value);
 const char *req_refused_by(const struct request *r);
+/* Calls fn(r) once as the request is released, after it is logged: for what the
+ * application holds on the request's behalf (its client's count in a shared table).  One
+ * per request.  -1 without memory (nothing is held then). */
+int req_at_release(struct request *r, void (*fn)(struct request *r));
 
 #endif

@@ -132,7 +132,7 @@ def check_keys(h2park):
     # the documented default.
     conf = {}
     for line in open("config/default.conf", encoding="utf-8"):
-        m = re.match(r"^(#\s*)?([a-z_]+)\s*=\s*(.*?)\s*$", line)
+        m = re.match(r"^(#\s*)?([a-z_][a-z0-9_]*)\s*=\s*(.*?)\s*$", line)
         if m and m.group(2) in keys:
             if not m.group(1):
                 conf.setdefault(m.group(2), []).append(m.group(3))

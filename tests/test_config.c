@@ -668,6 +668,84 @@ static void values_of_rules(void)
     CHECK(parse("location /x {\nroot = /a\nalias = /b\n}\n") == CONFIG_ERROR && strstr(err, "root and alias both given"));
 }
 
+/* limit_req, max_conns_per_client and the table's keys: values, inheritance, each
+ * listener's limit from its sites, rule ids stable across reloads, and every error. */
+static void per_client_limits(void)
+{
+    CHECKF(parse("limit_req = 600r/m\nmax_conns_per_client = 7\nlocation /a/ {\nlimit_req = 10r/s burst=20 nodelay\n"
+                 "limit_req = 1r/m key=host\n}\nlocation /d/ {\nlimit_req = 5r/s burst=4 delay=2 key=addr\n"
+                 "limit_status = 503\n}\nlocation /none/ {\nlimit_req = 2r/s\n}\n") == CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    const struct location *top = loc_of(s, "/x"), *a = loc_of(s, "/a/x"), *d = loc_of(s, "/d/x");
+    CHECK(top->nlimit_req == 1 && top->limit_req[0]->rate == 10000 && top->limit_req[0]->burst == 0 &&
+          top->limit_req[0]->delay == 0 && top->limit_req[0]->key == LIMIT_KEY_REALIP && top->limit_status == 429);
+    CHECK(a->nlimit_req == 2 && a->limit_req[0]->rate == 10000 && a->limit_req[0]->burst == 20000 &&
+          a->limit_req[0]->delay == UINT32_MAX && a->limit_req[1]->rate == 16 && a->limit_req[1]->key == LIMIT_KEY_HOST);
+    CHECK(d->nlimit_req == 1 && d->limit_req[0]->delay == 2000 && d->limit_req[0]->key == LIMIT_KEY_ADDR &&
+          d->limit_status == 503);
+    CHECK(!strcmp(a->limit_req[0]->refused_by, "limit_req = 10r/s burst=20 nodelay (test.conf:4)"));
+    CHECK(c->nlimit_rules == 5 && config_has_limits(c));
+    for (uint32_t i = 0; i < c->nlimit_rules; i++)
+        for (uint32_t j = 0; j < i; j++)
+            CHECK(c->limit_rules[i]->id && c->limit_rules[i]->id != c->limit_rules[j]->id);
+    CHECK(c->listen[0].max_conns_per_client == 7 && c->listen[1].max_conns_per_client == 7);
+    CHECK(top->limits && a->limits);
+    /* The same rule in the same place keeps its id when the file changes elsewhere; the
+     * same words elsewhere are another rule. */
+    CHECK(parse("location /a/ {\nlimit_req = 10r/s\n}\nlocation /b/ {\nlimit_req = 10r/s\n}\n") == CONFIG_OK);
+    uint16_t ida = loc_of(&c->sites[0], "/a/")->limit_req[0]->id, idb = loc_of(&c->sites[0], "/b/")->limit_req[0]->id;
+    CHECK(ida != idb);
+    CHECK(parse("# moved down\n\nlocation /b/ {\nlimit_req = 10r/s\n}\nlocation /a/ {\nlimit_req = 10r/s\n}\n") ==
+          CONFIG_OK);
+    CHECK(loc_of(&c->sites[0], "/a/")->limit_req[0]->id == ida && loc_of(&c->sites[0], "/b/")->limit_req[0]->id == idb);
+    /* No limit: no location pays for one, and no table is asked for. */
+    CHECK(parse("location /a/ {\nroot = /tmp\n}\n") == CONFIG_OK && !config_has_limits(c) &&
+          !loc_of(&c->sites[0], "/a/")->limits && !loc_of(&c->sites[0], "/")->limits);
+    /* Behind a trusted proxy a per-client connection limit is counted by request. */
+    CHECK(parse("real_ip_from = 127.0.0.1\nmax_conns_per_client = 3\n") == CONFIG_OK && loc_of(&c->sites[0], "/")->limits);
+    /* Each listener's limit from its sites: agreeing, or an error naming both. */
+    CHECKF(parse("listen = 127.0.0.1:1\nlisten = 127.0.0.1:2\nsite a {\nmax_conns_per_client = 4\n}\n"
+                 "site b {\nlisten = 127.0.0.1:2\nmax_conns_per_client = 4\n}\n") == CONFIG_OK, "%s", err);
+    CHECK(c->listen[0].max_conns_per_client == 4 && c->listen[1].max_conns_per_client == 4);
+    CHECKF(parse("listen = 127.0.0.1:1\nsite a {\nmax_conns_per_client = 4\n}\nsite b {\n}\n") == CONFIG_ERROR &&
+           strstr(err, "test.conf:5: max_conns_per_client 0 on 127.0.0.1:1, where the site at test.conf:2 has 4"),
+           "%s", err);
+    const char *bad[][2] = {
+        { "limit_req = 10", "not a rate" }, { "limit_req = 0r/s", "from 1 to 1000000" },
+        { "limit_req = 10r/h", "not a rate" }, { "limit_req = r/s", "not a rate" },
+        { "limit_req = -1r/s", "from 1 to 1000000" }, { "limit_req = 2000000r/s", "from 1 to 1000000" },
+        { "limit_req = 10r/s burst=x", "burst=x is not a count" }, { "limit_req = 10r/s burst=2000000", "not a count" },
+        { "limit_req = 10r/s burst=-1", "not a count" }, { "limit_req = 10r/s nodelay delay=1", "both given" },
+        { "limit_req = 10r/s burst=2 delay=5", "delay=5 is more than burst=2" },
+        { "limit_req = 10r/s key=cookie", "not realip, addr or host" }, { "limit_req = 10r/s zone=a", "unknown option" },
+        { "limit_req = 10r/s burst=1 burst=2", "'burst' given twice" }, { "limit_req = 10r/s nodelay nodelay", "given twice" },
+        { "limit_req =", "expected limit_req" }, { "limit_status = 200", "not an error status" },
+        { "limit_status = 4290", "not an error status" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[200];
+        snprintf(text, sizeof text, "location /x {\n%s\n}\n", bad[i][0]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, "test.conf:2: ") && strstr(err, bad[i][1]), "%s: %s",
+               bad[i][0], err);
+    }
+    const char *top_bad[][2] = {
+        { "limit_zone_size = 1k", "from 64k to 64g" }, { "limit_zone_size = 65g", "from 64k to 64g" },
+        { "limit_zone_size = 17179869184g", "from 64k to 64g" }, { "limit_zone_size = ten", "from 64k to 64g" },
+        { "limit_prefix_v4 = 33", "out of range (1..32)" }, { "limit_prefix_v4 = 0", "out of range" },
+        { "limit_prefix_v6 = 129", "out of range (1..128)" }, { "max_conns_per_client = 65536", "at most 65535" },
+        { "max_conns_per_client = -1", "not a count" }, { "max_conns_per_client = 1e3", "not a count" },
+        { "location /x {\nmax_conns_per_client = 1\n}", "not allowed in this location" },
+        { "site a {\nlimit_zone_size = 1m\n}", "not allowed in this site" },
+    };
+    for (size_t i = 0; i < sizeof top_bad / sizeof top_bad[0]; i++)
+        CHECKF(parse(top_bad[i][0]) == CONFIG_ERROR && strstr(err, top_bad[i][1]), "%s: %s", top_bad[i][0], err);
+    CHECK(parse("location /x {\nlimit_req = 1r/s\nlimit_req = 1r/s\nlimit_req = 1r/s\nlimit_req = 1r/s\nlimit_req = 1r/s\n"
+                "limit_req = 1r/s\nlimit_req = 1r/s\nlimit_req = 1r/s\nlimit_req = 1r/s\n}\n") == CONFIG_ERROR &&
+          strstr(err, "test.conf:10: limit_req: at most 8"));
+    CHECK(parse("limit_zone_size = 64k\nlimit_prefix_v4 = 24\nlimit_prefix_v6 = 48\n") == CONFIG_OK &&
+          c->limit_zone_size == 65536 && c->limit_prefix_v4 == 24 && c->limit_prefix_v6 == 48);
+}
+
 /* What an nginx user writes by habit gets an error that says how it is written here. */
 static void nginx_habits_named(void)
 {
@@ -858,6 +936,7 @@ int main(void)
     RUN(values_reaching_heads_are_clean);
     RUN(builtin_routes_are_locations);
     RUN(values_of_rules);
+    RUN(per_client_limits);
     RUN(nginx_habits_named);
     RUN(certificates_pair);
     RUN(addresses);

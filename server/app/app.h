@@ -111,6 +111,12 @@ void proxy_pass_init(void);
 struct auth_conf;
 bool auth_basic_allows(struct request *r, const struct auth_conf *a);
 bool auth_request_allows(struct request *r, const struct auth_conf *a);
+/* limits.c: the per-client limits of a request's location (location->limits): 0 to go
+ * on (*delay > 0: once held that long - then again with delay NULL, which leaves
+ * limit_req out), -1 answered (refused).  limits_read: requests refused by the per-client
+ * connection limit behind a trusted proxy, over it and for want of room in the table. */
+int limits_check(struct request *r, const struct location *loc, double *delay);
+void limits_read(uint64_t conn_refusals[2]);
 
 /* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);

@@ -12,8 +12,10 @@
  *   5. https_redirect for a cleartext request (before anything of the location, its
  *      headers included), then allow/deny (403; a built-in route
  *      the configuration did not place instead answers as if it were not there, so
- *      the path falls to the next location), dotfiles (403), WebSocket upgrades no
- *      handler here takes (400), the body limit (413);
+ *      the path falls to the next location), dotfiles (403), the per-client limits
+ *      (limits.c: limit_req, which may hold the request - routing then runs again once
+ *      these frames are gone, without it - and max_conns_per_client behind a trusted
+ *      proxy), WebSocket upgrades no handler here takes (400), the body limit (413);
  *   6. the handler: static files, a return, or a built-in route (405 with Allow for a
  *      method it does not take).
  * The request carries its location from step 4 on (req_set_location), so the
@@ -152,13 +154,13 @@ static void body_checked(struct request *r)
 static const struct route auth_gate = { "auth", NULL, 0, NULL, false };
 
 static inline __attribute__((always_inline)) const struct route *serve_location(struct request *r,
-    const struct location *loc, const char *host, const char *path, bool dotted);
+    const struct location *loc, const char *host, const char *path);
 
 /* The request's site and location, found with its host and path in buffers on this
  * frame (2.3 KiB), and every answer that needs them.  A built-in route is returned
  * instead, to run once this frame is gone: its handler may wait long, and a parked
  * handler keeps every live frame below its own (/-/delay parks in 352 bytes, not 2.7 KiB). */
-static __attribute__((noinline)) const struct route *route_request(struct request *r)
+static __attribute__((noinline)) const struct route *route_request(struct request *r, double *delay)
 {
     const struct config *cfg = req_config(r);
     const struct site_table *t = config_sites_of(cfg, req_listener(r));
@@ -175,7 +177,7 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
     const struct site *site = one_site ? t->dflt : site_for_host(t, host, (size_t)hl);
     if (misdirected(r, t, site, host, (size_t)hl))
         return answered(app_error(r, 421));
-    if (cfg->nreal_ip_from && realip_apply(r))
+    if (cfg->nreal_ip_from && delay && realip_apply(r))   /* (once: a held request keeps its client) */
         return answered(app_error(r, 503));
     bool dotted;
     int pl = path_decode(req_target(r), path, sizeof path - 16, &dotted);
@@ -198,17 +200,21 @@ static __attribute__((noinline)) const struct route *route_request(struct reques
         return answered(app_error(r, 404));  /* a path that names nothing under any root */
     if (loc->naccess && !client_allowed(r, loc))
         return answered(app_error(r, 403));
+    if (loc->dotfiles == DOTFILES_DENY && dotted && path_has_dotfile(path))
+        return answered(app_error(r, 403));
+    /* nginx's order: the limits before authentication, so a flood of guessed passwords is
+     * limited before any is checked. */
+    if (loc->limits && (limits_check(r, loc, delay) || (delay && *delay > 0)))
+        return NULL;               /* refused, or held: app_handle waits, then routes it again */
     if (loc->auth)
         return &auth_gate;
-    return serve_location(r, loc, host, path, dotted);
+    return serve_location(r, loc, host, path);
 }
 
 /* Step 5's rest and step 6, for the request's location: also after its authentication. */
 static inline __attribute__((always_inline)) const struct route *serve_location(struct request *r,
-    const struct location *loc, const char *host, const char *path, bool dotted)
+    const struct location *loc, const char *host, const char *path)
 {
-    if (loc->dotfiles == DOTFILES_DENY && dotted && path_has_dotfile(path))
-        return answered(app_error(r, 403));
     /* A WebSocket handshake where nothing takes it: refused, not served as a GET
      * (RFC 6455 4.2.1: an error status such as 400).  Over HTTP/2 it is an extended
      * CONNECT (RFC 8441), and so is any other protocol's: only the proxy takes one - a
@@ -257,7 +263,7 @@ static __attribute__((noinline)) const struct route *route_authorized(struct req
     host[0] = 0;
     if (hl > 0)
         host_lower(req_authority(r), (size_t)hl, host);
-    return serve_location(r, req_location(r), host, path, dotted);
+    return serve_location(r, req_location(r), host, path);
 }
 
 /* nginx's satisfy all: auth_basic, then auth_request; a location an auth_request names
@@ -271,7 +277,12 @@ static bool authorized(struct request *r, const struct auth_conf *a)
 
 void app_handle(struct request *r)
 {
-    const struct route *rt = route_request(r);
+    double delay = 0;
+    const struct route *rt = route_request(r, &delay);
+    if (delay > 0) {               /* limit_req holds it: waiting parks like any wait */
+        req_sleep(r, delay);
+        rt = route_request(r, NULL);
+    }
     if (rt == &auth_gate)
         rt = authorized(r, req_location(r)->auth) ? route_authorized(r) : NULL;
     if (rt) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "clienttable.h"
 #include "config.h"
 #include "coro.h"
 #include "counters.h"
@@ -85,8 +86,29 @@ struct figure {
     bool boolean, counter;
 };
 
-static size_t collect(struct figure *f, struct worker_counters *n, struct sc_stats *st, bool parking)
+/* The per-client limits' figures: the table's, and the refusals and delays. */
+struct limit_figures {
+    struct client_table_stats table;
+    uint64_t conns_refused[2][CONN_REFUSALS];   /* [0] at accept, [1] by request; by reason */
+    uint64_t req_refused, req_delayed;          /* every limit_req rule's */
+};
+
+static void limit_figures(const struct config *cfg, const struct worker_counters *n, struct limit_figures *l)
 {
+    client_table_read(cfg->clients, &l->table);
+    for (int i = 0; i < CONN_REFUSALS; i++)
+        l->conns_refused[0][i] = n->conns_refused[i];
+    limits_read(l->conns_refused[1]);
+    l->req_refused = l->req_delayed = 0;
+    for (uint32_t i = 0; i < cfg->nlimit_rules; i++) {
+        l->req_refused += cfg->limit_rules[i]->refused;
+        l->req_delayed += cfg->limit_rules[i]->delayed;
+    }
+}
+
+static size_t collect(struct figure *f, struct worker_counters *n, struct sc_stats *st, const struct config *cfg)
+{
+    bool parking = cfg->parking;
     workers_sum(n);
     sc_read_stats(st);
     size_t k = 0;
@@ -115,15 +137,26 @@ static size_t collect(struct figure *f, struct worker_counters *n, struct sc_sta
     f[k++] = (struct figure){ "respawns_total", n->respawns_total, false, true };
     f[k++] = (struct figure){ "handler_parks_total", n->handler_parks_total, false, true };
     f[k++] = (struct figure){ "workers", (uint64_t)nworkers, false, false };
+    struct limit_figures l;
+    limit_figures(cfg, n, &l);
+    f[k++] = (struct figure){ "client_table_entries", l.table.entries, false, false };
+    f[k++] = (struct figure){ "client_table_capacity", l.table.capacity, false, false };
+    f[k++] = (struct figure){ "client_table_evictions_total", l.table.evictions, false, true };
+    uint64_t refused = 0;
+    for (int i = 0; i < CONN_REFUSALS; i++)
+        refused += l.conns_refused[0][i] + l.conns_refused[1][i];
+    f[k++] = (struct figure){ "limit_conns_refused_total", refused, false, true };
+    f[k++] = (struct figure){ "limit_req_refused_total", l.req_refused, false, true };
+    f[k++] = (struct figure){ "limit_req_delayed_total", l.req_delayed, false, true };
     return k;
 }
 
 static void stats(struct request *r)
 {
-    struct figure f[24];
+    struct figure f[32];
     struct worker_counters n;
     struct sc_stats st;
-    size_t k = collect(f, &n, &st, req_config(r)->parking);
+    size_t k = collect(f, &n, &st, req_config(r));
     struct buf b = { 0 };
     char item[128];
     buf_append(&b, "{", 1);
@@ -283,12 +316,71 @@ static void upstream_metrics(struct buf *b, const struct config *cfg)
     }
 }
 
+/* A label's value as Prometheus' text format reads it: backslash and quote escaped, a byte
+ * that is no UTF-8 a '?' (a rule is named by its file, whose name may hold anything). */
+static void label_value(char *out, size_t cap, const char *v)
+{
+    size_t k = 0;
+    while (*v && k + 5 < cap) {
+        size_t seq = utf8_sequence(v);
+        if (seq > 1) {
+            memcpy(out + k, v, seq);
+            k += seq, v += seq;
+            continue;
+        }
+        unsigned char c = (unsigned char)*v++;
+        if (c == '\\' || c == '"')
+            out[k++] = '\\';
+        out[k++] = !seq || c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    out[k] = 0;
+}
+
+static void limit_metrics(struct buf *b, const struct config *cfg, const struct worker_counters *n)
+{
+    struct limit_figures l;
+    limit_figures(cfg, n, &l);
+    char labels[700], rule[600];
+    family(b, "h2park_limit_conns_refused_total", "counter",
+           "Connections max_conns_per_client refused, by reason (over_limit; table_full: no room in the client table) "
+           "and where: at accept (or its PROXY header), or by request for a client behind a trusted proxy.");
+    static const char *const reasons[CONN_REFUSALS] = { "over_limit", "table_full" };
+    for (int at = 0; at < 2; at++)
+        for (int i = 0; i < CONN_REFUSALS; i++) {
+            snprintf(labels, sizeof labels, "{reason=\"%s\",at=\"%s\"}", reasons[i], at ? "request" : "accept");
+            sample(b, "h2park_limit_conns_refused_total", labels, (double)l.conns_refused[at][i]);
+        }
+    family(b, "h2park_limit_req_refused_total", "counter",
+           "Requests each limit_req rule (named by where it is written) refused, since its configuration was loaded.");
+    for (uint32_t i = 0; i < cfg->nlimit_rules; i++) {
+        label_value(rule, sizeof rule, cfg->limit_rules[i]->from);
+        snprintf(labels, sizeof labels, "{rule=\"%s\"}", rule);
+        sample(b, "h2park_limit_req_refused_total", labels, (double)cfg->limit_rules[i]->refused);
+    }
+    family(b, "h2park_limit_req_delayed_total", "counter",
+           "Requests each limit_req rule held until they were due, since its configuration was loaded.");
+    for (uint32_t i = 0; i < cfg->nlimit_rules; i++) {
+        label_value(rule, sizeof rule, cfg->limit_rules[i]->from);
+        snprintf(labels, sizeof labels, "{rule=\"%s\"}", rule);
+        sample(b, "h2park_limit_req_delayed_total", labels, (double)cfg->limit_rules[i]->delayed);
+    }
+    metric(b, "h2park_client_table_entries", "gauge", "Entries of the per-client table in use (a client's connection "
+           "count, or its bucket of a limit_req rule).", (double)l.table.entries);
+    metric(b, "h2park_client_table_capacity", "gauge", "Entries the per-client table holds at most (limit_zone_size "
+           "/ 32 bytes); 0 without a limit.", (double)l.table.capacity);
+    metric(b, "h2park_client_table_bytes", "gauge", "Bytes the per-client table is (resident only as its entries are "
+           "used).", (double)l.table.bytes);
+    metric(b, "h2park_client_table_evictions_total", "counter",
+           "Entries the per-client table forgot to make room for another client: the least recently seen of a bucket.",
+           (double)l.table.evictions);
+}
+
 static void metrics(struct request *r)
 {
-    struct figure f[24];
+    struct figure f[32];
     struct worker_counters n;
     struct sc_stats st;
-    collect(f, &n, &st, req_config(r)->parking);
+    collect(f, &n, &st, req_config(r));
     struct request_metrics m;
     metrics_sum(&m);
     struct sc_config sc;
@@ -372,6 +464,7 @@ static void metrics(struct request *r)
     metric(&b, "h2park_libc_heap_bytes", "gauge", "Bytes glibc's own allocator holds (0: everything is on the heap).",
            (double)libc_heap_bytes());
     upstream_metrics(&b, req_config(r));
+    limit_metrics(&b, req_config(r), &n);
     metric(&b, "h2park_parking_enabled", "gauge", "1 if idle serve loops park (http2serveparking).",
            req_config(r)->parking);
     metric(&b, "h2park_workers", "gauge", "Worker threads.", (double)nworkers);

@@ -306,6 +306,8 @@ void conn_close(struct conn *c)
         w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    if (c->client_counted)
+        connlimit_release(c);
     counter_add(&w->n.conns, -1);
     counter_add(&w->n.closed[c->close_reason], 1);
     int fd = c->sock.fd;

@@ -143,7 +143,7 @@ struct worker {
     bool accepting, shutting_down;
     struct conn *conns;            /* all connections of this worker */
     struct conn *ready, *ready_tail;
-    time_t refused_logged, emfile_logged;   /* rate limits for repeated warnings */
+    time_t refused_logged, emfile_logged, limit_full_logged;   /* rate limits for repeated warnings */
     struct worker_counters n;
     /* Input is read here and handed on before anything can yield, so one buffer serves
      * every connection of the worker and none costs coroutine stack. */
@@ -231,6 +231,7 @@ struct conn {
     bool nothing_to_write : 1;     /* the step's last round found the protocol with nothing to produce */
     bool tls_config_held : 1;      /* ssl's handshake holds its configuration (tls.c) */
     bool input_drained : 1;        /* the last read found the socket empty, and no readiness came since */
+    bool client_counted : 1;       /* counted in the client table (connlimit.c): released as it closes */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -281,6 +282,12 @@ static inline int conn_out_reserve(struct conn *c, size_t n)
 {
     return buf_reserve(&c->sock.out, c->sock.out.cap || n >= CONN_OUT_FIRST ? n : CONN_OUT_FIRST);
 }
+
+/* connlimit.c: max_conns_per_client.  connlimit_acquire counts a connection from sa on
+ * listener slot against limit: 1 counted (the connection is marked client_counted), 0 not
+ * counted (no table, or a trusted proxy's), -1 refused (close it now; counted and logged). */
+int connlimit_acquire(struct worker *w, unsigned slot, uint32_t limit, const struct sockaddr *sa);
+void connlimit_release(struct conn *c);
 
 /* serve.c */
 void *serve_main(void *arg);

@@ -202,6 +202,11 @@ int proxy_stage(struct conn *c)
             memcpy(&c->peer.in, &client, sizeof c->peer.in);
         else if (client.ss_family == AF_INET6)
             memcpy(&c->peer.in6, &client, sizeof c->peer.in6);
+        uint32_t per_client = c->listener != NO_LISTENER ? config_conns_per_client(c->w->cfg, c->listener) : 0;
+        int counted = per_client ? connlimit_acquire(c->w, c->listener, per_client, &c->peer.sa) : 0;
+        if (counted < 0)
+            return -1;             /* before the handshake: nothing more is spent on it */
+        c->client_counted = counted > 0;
         conn_begin(c);
         return 1;
     }

@@ -195,14 +195,28 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
             log_msg(LOG_WARN, "accept: %s", strerror(errno));
             return;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        unsigned flags = (wl->tls ? CONN_TLS : 0) | (wl->proxy_protocol ? CONN_PROXY_PROTOCOL : 0);
-        struct conn *c = conn_new(w, fd, flags, (unsigned)(wl - w->lis), (struct sockaddr *)&sa, salen);
-        if (!c) {
+        unsigned slot = (unsigned)(wl - w->lis);
+        /* Before anything is spent on it; a PROXY header's client is counted once it is read. */
+        uint32_t per_client = config_conns_per_client(w->cfg, slot);
+        int counted = per_client && !wl->proxy_protocol ? connlimit_acquire(w, slot, per_client, (struct sockaddr *)&sa) : 0;
+        if (counted < 0) {
             close(fd);
             continue;
         }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        unsigned flags = (wl->tls ? CONN_TLS : 0) | (wl->proxy_protocol ? CONN_PROXY_PROTOCOL : 0);
+        struct conn *c = conn_new(w, fd, flags, slot, (struct sockaddr *)&sa, salen);
+        if (!c) {
+            if (counted) {
+                struct conn gone = { .w = w };
+                memcpy(&gone.peer, &sa, salen <= sizeof gone.peer ? salen : sizeof gone.peer);
+                connlimit_release(&gone);
+            }
+            close(fd);
+            continue;
+        }
+        c->client_counted = counted > 0;
         if (!w->cfg->parking)
             conn_wake(c);    /* parking off: every connection has a serve loop from the start */
     }
@@ -550,5 +564,7 @@ void workers_sum(struct worker_counters *out)
         out->bytes_out += __atomic_load_n(&n->bytes_out, __ATOMIC_RELAXED);
         for (int r = 0; r < CLOSED_REASONS; r++)
             out->closed[r] += __atomic_load_n(&n->closed[r], __ATOMIC_RELAXED);
+        for (int r = 0; r < CONN_REFUSALS; r++)
+            out->conns_refused[r] += __atomic_load_n(&n->conns_refused[r], __ATOMIC_RELAXED);
     }
 }

@@ -196,6 +196,8 @@ static void release(struct request *r)
     if (ev_is_active(&r->timer) || ev_is_pending(&r->timer))
         ev_timer_stop(c->w->loop, &r->timer);
     if (r->extra) {
+        if (r->extra->at_release)
+            r->extra->at_release(r);
         ev_io *w = r->extra->waiting_on;
         if (w && (ev_is_active(w) || ev_is_pending(w)))
             ev_io_stop(c->w->loop, w);
@@ -1327,6 +1329,15 @@ void req_set_refused_by(struct request *r, const char *rule)
 }
 
 const char *req_refused_by(const struct request *r) { return r->extra ? r->extra->refused_by : NULL; }
+
+int req_at_release(struct request *r, void (*fn)(struct request *r))
+{
+    struct request_extra *e = extra(r);
+    if (!e)
+        return -1;
+    e->at_release = fn;
+    return 0;
+}
 
 bool http_list_has(const char *list, const char *token)
 {

@@ -143,6 +143,7 @@ struct request_extra {
     struct buf *park_frees;               /* req_park_frees: the handler's buffer, or NULL */
     const char *refused_by;               /* req_set_refused_by: the rule that refused it, or NULL */
     char *set_fields;                     /* req_set_field: name\0 '+'value\0 or '-'\0 ..., \0; or NULL */
+    void (*at_release)(struct request *r);   /* req_at_release, or NULL */
 };
 
 /* The response's trailer fields, for the front end once the body has ended: *off starts

@@ -222,6 +222,14 @@ check return_body_and_status $? "$(body --http2-prior-knowledge "${ra[@]}" "http
 out=$(curl -s -D - -o /dev/null -H 'Host: redirect.test' "http://127.0.0.1:$P//evil.example/x?q=1")
 [ "$(echo "$out" | hdr location)" = "https://redirect.test:$T/evil.example/x?q=1" ] && echo "$out" | head -1 | grep -q 308
 check https_redirect_one_line $? "$(echo "$out" | tr -d '\r' | tr '\n' '|')"
+# A backslash after the slashes: the Location must still begin with this host and a slash,
+# never "host:port%5C@evil.example" (a user name and another host to a browser).
+bad=""
+for t in '/\@evil.example/' '//\@evil.example/' '/\\@evil.example/' '/\/\@evil.example/' '/@evil.example/'; do
+  loc=$(curl -s -D - -o /dev/null --path-as-is -H 'Host: redirect.test' "http://127.0.0.1:$P$t" | hdr location)
+  case $loc in "https://redirect.test:$T/"*) ;; *) bad="$bad [$t: $loc]" ;; esac
+done
+[ -z "$bad" ]; check https_redirect_backslash_stays_on_site $? "$bad"
 [ "$(body -k -H 'Host: redirect.test' "https://127.0.0.1:$T/")" = "site a" ]; check https_redirect_tls_serves $? "-"
 
 # allow/deny: 127.0.0.1 is denied the office, 127.0.0.2 and ::1 are allowed; every

@@ -119,17 +119,18 @@ static void expand(struct request *r, const char *text, const char *host, const 
     }
 }
 
-/* A Location that starts with "//" or "/\" names another host to a browser. */
-static const char *same_site(const char *location)
+/* A Location that starts with "//" or "/\\" names another host to a browser (which reads a
+ * backslash as a slash): a run of them becomes one slash, in place. */
+static const char *same_site(char *location)
 {
     if (location[0] != '/')
         return location;
-    while ((location[1] == '/' || location[1] == '\\'))
-        location++;
-    return location;
+    size_t n = strspn(location, "/\\");
+    location[n - 1] = '/';
+    return location + n - 1;
 }
 
-static void redirect(struct request *r, int status, const char *location)
+static void redirect(struct request *r, int status, char *location)
 {
     struct header h[] = { { "location", same_site(location) } };
     req_respond(r, status, h, 1, BODY_NONE);
@@ -166,7 +167,10 @@ void https_redirect(struct request *r, const struct site *site, const char *host
         put_str(&o, num);
     }
     const char *target = req_target(r);
-    put_url(&o, target[0] == '/' ? same_site(target) : "/", false);
+    /* The target's own slashes and backslashes, after the authority, would begin a user
+     * name or another host ("/\\@evil.example": host:port%5C@evil.example): one slash. */
+    put_str(&o, "/");
+    put_url(&o, target[0] == '/' ? target + strspn(target, "/\\") : "", false);
     if (o.overflow)
         return app_error(r, 414);
     redirect(r, 308, buf);

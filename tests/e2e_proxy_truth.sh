@@ -248,6 +248,46 @@ wait_for "logged_499 h2reset && logged_499 h2close"
 check client_gone_h2_logged_499 $? "$(grep -E 'c=h2' "$TMP/truth.access" | tail -2)"
 n=$(curl -s "http://127.0.0.1:$P/metrics" | sed -n 's/^h2park_requests_client_closed_total //p')
 [ "${n:-0}" -ge 3 ]; check client_closed_counted_in_metrics $? "h2park_requests_client_closed_total ${n:-none}"
+# A request cut short by this side, or by a client leaving halfway through its body, is not
+# a client giving up on its answer: 408 when the body stopped coming (body_timeout), 400
+# when the client left mid-body, 503 when stopping cut it (nginx's codes for each).
+C=$(free_port)
+printf '%s\n' "listen = 127.0.0.1:$C" "workers = 1" "body_timeout = 1s" "shutdown_timeout = 1s" \
+  "access_log = $TMP/cut.access" "access_log_format = json" "location /go/ {" "    proxy_pass = http://127.0.0.1:$GO/" "}" > "$TMP/cut.conf"
+"$H2PARK" -c "$TMP/cut.conf" > "$TMP/cut.log" 2>&1 & CPID=$!; PIDS="$PIDS $CPID"
+wait_for_port "$C"
+$PY - "$C" <<'PYEOF'
+import socket, sys, time
+port = int(sys.argv[1])
+stalled = socket.create_connection(("127.0.0.1", port))
+stalled.sendall(b"POST /go/upload?c=stalled HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n0123456789")
+left = socket.create_connection(("127.0.0.1", port))
+left.sendall(b"POST /go/upload?c=left HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n0123456789")
+time.sleep(0.5)
+left.close()
+time.sleep(2.5)
+stalled.close()
+PYEOF
+cut_status() { grep '"target":"/go/'"$1"'"' "$TMP/cut.access" | grep -o '"status":[0-9]*' | head -1; }
+wait_for '[ -n "$(cut_status "upload?c=stalled")" ] && [ -n "$(cut_status "upload?c=left")" ]'
+s1=$(cut_status "upload?c=stalled") s2=$(cut_status "upload?c=left")
+[ "$s1" = '"status":408' ]; check body_timeout_logged_408_not_499 $? "$s1"
+[ "$s2" = '"status":400' ]; check client_left_mid_body_logged_400_not_499 $? "$s2"
+$PY -c '
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /go/poll?ms=30000&c=stopped HTTP/1.1\r\nHost: a\r\n\r\n")
+time.sleep(0.5)
+open(sys.argv[2], "w").write("sent")
+s.settimeout(10)
+try:
+    s.recv(100)
+except OSError:
+    pass' "$C" "$TMP/cut.sent" &
+wait_for '[ -f "$TMP/cut.sent" ]'
+kill -TERM "$CPID"; wait "$CPID" 2>/dev/null
+s3=$(cut_status "poll?ms=30000&c=stopped")
+[ "$s3" = '"status":503' ]; check shutdown_cut_logged_503_not_499 $? "$s3"
 # A client that half-closes after a request answered at once still gets its answer.
 out=$($PY -c '
 import socket, sys

@@ -392,11 +392,14 @@ void request_closed(struct request *r)
     struct conn *c = r->c;
     if (r->state == REQ_DONE || r->state == REQ_ORPHANED)
         return;
-    /* A request its client gave up on before it was answered is logged as nginx does,
-     * 499 (a status never sent: there is no one to send it to). */
-    if (r->state == REQ_HANDLING && !r->responded)
-        r->status = REQ_CLIENT_CLOSED;
-    if ((r->responded || r->status == REQ_CLIENT_CLOSED) && request_log_hook) {
+    /* A request that ends unanswered is logged with the status nginx logs for its cause,
+     * never sent (there is no one to send it to): 408 when its body stopped coming
+     * (on_timer), 503 when the daemon stopping cut it, 400 when its client left halfway
+     * through its body, 499 when its client gave up waiting for the answer. */
+    bool unanswered = r->state == REQ_HANDLING && !r->responded;
+    if (unanswered && !r->status)
+        r->status = c->w->shutting_down ? 503 : !r->body_eof && !r->tunnel ? 400 : REQ_CLIENT_CLOSED;
+    if ((r->responded || unanswered) && request_log_hook) {
         r->ended = ev_time();       /* not ev_now: the loop's clock stands still within an iteration */
         request_log_hook(r);
     }
@@ -1049,6 +1052,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         log_msg(LOG_DEBUG, "%s: %s %s: %s for %.0fs, cancelled", conn_peer(c), r->method ? r->method : "-",
                 r->target ? r->target : "-", kind == DEADLINE_BODY ? "no request body" : "peer takes no response",
                 limit);
+        if (kind == DEADLINE_BODY && !r->responded)
+            r->status = 408;        /* request_closed logs it so, as nginx's client_body_timeout */
         r->ops->cancel(r);
         if (now - c->last_io >= limit)
             conn_abort_stalled(c);

@@ -193,6 +193,11 @@ wait_for_port "$L"
 st=$(curl -s -m 20 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$L/x")
 loops=$(grep -c 'proxy loop' "$TMP/loop.log")
 [ "$st" = 508 ] && [ "$loops" = 1 ]; check proxy_loop_508_at_first_return $? "status $st, $loops loop lines"
+# A client sending loops as fast as it can gets a 508 each, the error log a line a second.
+codes=$(for i in $(seq 1 30); do printf 'url = "http://127.0.0.1:%s/x%s"\noutput = "/dev/null"\n' "$L" "$i"; done |
+        curl -s -m 20 -K - -w '%{http_code}\n' | sort | uniq -c | tr -s ' ')
+loops=$(grep -c 'proxy loop' "$TMP/loop.log")
+[ "$codes" = " 30 508" ] && [ "$loops" -le 4 ]; check proxy_loop_error_log_rate_limited $? "codes $codes, $loops loop lines"
 # Two daemons in a chain are not a loop: each has its own mark.
 M=$(free_port)
 printf 'listen = 127.0.0.1:%s\nworkers = 1\nlocation / {\n    proxy_pass = http://127.0.0.1:%s\n}\n' "$M" "$P" > "$TMP/chain.conf"

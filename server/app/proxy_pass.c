@@ -979,8 +979,10 @@ void proxy_pass_handle(struct request *r)
         if (built == -2) {
             app_error_text(r, 431, "431 Request Header Fields Too Large\n");
         } else if (built == -3) {
-            log_msg(LOG_ERROR, "%s: %s %s: proxy loop: the request came back to this server (its Via carries %s)",
-                    req_peer(r), req_method(r), req_target(r), via_mark);
+            static _Thread_local time_t logged;   /* a client can send loops as fast as it likes */
+            log_rate_limited(LOG_ERROR, &logged,
+                             "%s: %s %s: proxy loop: the request came back to this server (its Via carries %s)",
+                             req_peer(r), req_method(r), req_target(r), via_mark);
             app_error_text(r, 508, "508 Loop Detected: the request came back to this server\n");
         } else {
             app_error_text(r, 500, "500 Internal Server Error\n");

@@ -3,7 +3,9 @@
 # openssl passwd -5/-6 and mkpasswd (yescrypt), over HTTP/1.1, h2c and TLS; hostile
 # htpasswd files and Authorization fields; a reload that changes a password; a flood of
 # wrong bcrypt passwords while /-/healthz and an authenticated client keep being answered;
-# and auth_request in front of a Go net/http authentication app (tests/upstream_auth.go).
+# auth_request in front of a Go net/http authentication app (tests/upstream_auth.go); and
+# limit_req before either: a flood over the rate refused with 429 before any password is
+# checked or the authentication app asked.
 . "$(dirname "$0")/lib.sh"
 make_site
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -363,6 +365,75 @@ EOF
 else
   echo "ok auth_request # SKIP go not installed"
 fi
+
+# ---- limit_req before authentication: a flood over the rate is refused unchecked ----
+# nginx's order (preaccess before access): past its burst, a client's guesses are 429s
+# and no password is checked, no authentication server asked - the limit is what makes
+# guessing slow.  1r/m burst=2 nodelay: three requests pass to authentication, then 429.
+proxy_conf_head limauth > "$TMP/limauth.conf"
+cat >> "$TMP/limauth.conf" <<EOF
+location /lb/ {
+    limit_req = 1r/m burst=2 nodelay
+    auth_basic = Limited
+    auth_basic_user_file = $TMP/users
+}
+EOF
+if [ $GOAUTH = ok ]; then
+  cat >> "$TMP/limauth.conf" <<EOF
+location = /auth {
+    proxy_pass = http://127.0.0.1:$GA/auth
+}
+location /lr/ {
+    limit_req = 1r/m burst=2 nodelay
+    auth_request = /auth
+}
+EOF
+fi
+mkdir -p "$TMP/www/lb" "$TMP/www/lr"; echo lb > "$TMP/www/lb/page.txt"; echo lr > "$TMP/www/lr/page.txt"
+start_config "$TMP/limauth.conf" "$P" || exit 1
+auth_metric() { curl -s "http://127.0.0.1:$P/metrics" | sed -n "s/^h2park_auth_total{kind=\"$1\",outcome=\"$2\"} //p"; }
+# flood SOURCE PATH ARGS...: 20 requests one after another from SOURCE, each with its own
+# wrong credential (ARGS with %d for its number); their statuses by count, as "401:3 429:17"
+flood() {
+  local src=$1 path=$2 i; shift 2
+  for i in $(seq 1 20); do
+    curl -s -m 10 --interface "$src" -o /dev/null -w '%{http_code}\n' $(printf "$*" "$i") "http://127.0.0.1:$P$path"
+  done | sort | uniq -c | awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1 }'
+}
+f0=$(auth_metric basic failure)
+got=$(flood 127.0.0.21 /lb/page.txt "-u bob:wrong%d")
+f1=$(auth_metric basic failure)
+[ "$got" = "401:3 429:17" ] && [ $(( ${f1:-0} - ${f0:-0} )) = 3 ]
+check limit_req_before_auth_basic $? "statuses $got; passwords checked $(( ${f1:-0} - ${f0:-0} )) (want 3)"
+got=$(curl -s --interface 127.0.0.21 -o /dev/null -w '%{http_code}' -u bob:bob-pw "http://127.0.0.1:$P/lb/page.txt")
+f2=$(auth_metric basic success)
+[ "$got" = 429 ] && [ -z "$f2" -o "${f2:-0}" = 0 ]
+check limit_req_before_auth_basic_right_password_too $? "got $got, passwords that passed ${f2:-0}"
+got=$(curl -s --interface 127.0.0.22 -o /dev/null -w '%{http_code}' -u bob:bob-pw "http://127.0.0.1:$P/lb/page.txt")
+[ "$got" = 200 ]; check limit_req_auth_basic_other_client_served $? "got $got"
+sleep 0.3
+n429=$(grep '"client":"127.0.0.21"' "$TMP/limauth.access" | grep '"status":429' | grep -c '"refused_by":"limit_req = 1r/m burst=2 nodelay (')
+n401=$(grep '"client":"127.0.0.21"' "$TMP/limauth.access" | grep '"status":401' | grep -c '"refused_by":"auth_basic"')
+[ "$n429" = 18 ] && [ "$n401" = 3 ]
+check limit_req_before_auth_basic_access_log $? "429 by limit_req: $n429 (want 18), 401 by auth_basic: $n401 (want 3); $(grep '"client":"127.0.0.21"' "$TMP/limauth.access" | tail -1)"
+if [ $GOAUTH = ok ]; then
+  c0=$(curl -s "http://127.0.0.1:$GA/count"); r0=$(auth_metric request failure)
+  got=$(flood 127.0.0.23 /lr/page.txt "-H X-Token:nope%d")
+  c1=$(curl -s "http://127.0.0.1:$GA/count"); r1=$(auth_metric request failure)
+  [ "$got" = "401:3 429:17" ] && [ $(( ${c1% *} - ${c0% *} )) = 3 ] && [ $(( ${r1:-0} - ${r0:-0} )) = 3 ]
+  check limit_req_before_auth_request $? "statuses $got; the authentication server asked $(( ${c1% *} - ${c0% *} )) times, failures counted $(( ${r1:-0} - ${r0:-0} )) (want 3)"
+  got=$(curl -s --interface 127.0.0.24 -o /dev/null -w '%{http_code}' -H 'X-Token: good' "http://127.0.0.1:$P/lr/page.txt")
+  [ "$got" = 200 ]; check limit_req_auth_request_other_client_served $? "got $got"
+  sleep 0.3
+  n429=$(grep '"client":"127.0.0.23"' "$TMP/limauth.access" | grep '"status":429' | grep -c '"refused_by":"limit_req = 1r/m burst=2 nodelay (')
+  n401=$(grep '"client":"127.0.0.23"' "$TMP/limauth.access" | grep '"status":401' | grep -c '"refused_by":"auth_request"')
+  [ "$n429" = 17 ] && [ "$n401" = 3 ]
+  check limit_req_before_auth_request_access_log $? "429 by limit_req: $n429 (want 17), 401 by auth_request: $n401 (want 3)"
+else
+  echo "ok limit_req_before_auth_request # SKIP go not installed"
+fi
+kill -0 "$DPID"; check limit_req_auth_daemon_alive $? "the daemon died"
+stop_daemon
 
 # ---- a flood of wrong bcrypt passwords: the rest keeps being answered ----
 htpasswd -cbB -C 10 "$TMP/slow.users" alice 'alice pw' 2>/dev/null

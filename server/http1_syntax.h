@@ -1,7 +1,7 @@
-/* What llhttp lets through in an HTTP/1.1 field and RFC 9112 forbids, checked the same way
- * for the requests of clients (proto/h1.c) and the responses of upstreams
+/* What llhttp lets through in an HTTP/1.1 message and RFC 9112 forbids, checked the same
+ * way for the requests of clients (proto/h1.c) and the responses of upstreams
  * (upstream/h1client.c): a field name that is not a token (whitespace in or before it), a
- * control character in a value. */
+ * control character in a value, a bare CR in the framing. */
 #ifndef H2PARK_HTTP1_SYNTAX_H
 #define H2PARK_HTTP1_SYNTAX_H
 
@@ -64,6 +64,33 @@ static inline bool http1_value_ok(const char *v, size_t *n)
             return false;
     }
     return true;
+}
+
+/* Whether f[0..n), bytes llhttp took as framing (a start line, fields, chunk lines,
+ * trailers: all but a body's bytes), holds a CR that is not followed by LF.  llhttp,
+ * lenient as it is built, takes the byte after the CR that ends a line for its LF in
+ * several places - a status or request line, a chunk size, the last chunk, the end of
+ * the fields or trailers - so "0" CR LF CR "XGET /admin ..." would be the end of a body
+ * and a second message to it and one message to a parser that treats the bare CR as RFC
+ * 9112 2.2 lets it.  A CR that ends one stretch of framing (*cr_last) is judged by the
+ * first byte of the next; one memchr per CR, which framing has one of per line. */
+static inline bool http1_bare_cr(const char *f, size_t n, bool *cr_last)
+{
+    const char *c = f, *end = f + n;
+    if (*cr_last && n) {
+        if (*c != '\n')
+            return true;
+        *cr_last = false;
+    }
+    while ((c = memchr(c, '\r', (size_t)(end - c)))) {
+        if (++c == end) {
+            *cr_last = true;
+            break;
+        }
+        if (*c != '\n')
+            return true;
+    }
+    return false;
 }
 
 #endif

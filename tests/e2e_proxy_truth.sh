@@ -4,7 +4,7 @@
 # judged as, and nothing a client sends ends up in a field of a response.  Each check is
 # an attack on one promise of docs/proxy.md and docs/configuration.md: a hostile
 # upstream (tests/upstream_faults.py) answering twice in every framing, or with a bare CR
-# in its status line; clients sending a fragment in the target past a deny to a real
+# in its status line or its chunked framing; clients sending a fragment in the target past a deny to a real
 # upstream (nginx), an HTTP/2 WebSocket handshake with a body, control bytes in a path
 # that a redirect names.
 . "$(dirname "$0")/lib.sh"
@@ -128,6 +128,32 @@ done
 code=$(curl -s -o "$TMP/body.out" -w '%{http_code}' "http://127.0.0.1:$P/f/bare-cr-status")
 [ "$code" = 502 ] && ! grep -q SMUGGLED "$TMP/body.out"; check bare_cr_in_status_line_502 $? "$code $(head -c 100 "$TMP/body.out")"
 grep 'bare-cr-status' "$TMP/daemon.log" | grep -q 'bare CR'; check bare_cr_cause_logged $? "$(grep bare-cr "$TMP/daemon.log" | tail -1)"
+
+# ---- a bare CR in the chunked framing is no line end either ----
+# The head went on before the framing came: the client's response is cut short (never
+# complete, so never taken for the upstream's), with none of what llhttp alone would have
+# made of the bytes, and the connection is closed, not pooled: the response nobody asked
+# for behind it reaches nobody.  Over HTTP/1.1 and HTTP/2, the framing in the head's read
+# and in one of its own.
+bad=""
+for place in size ext data last trailer end; do
+  for q in "" "?split"; do
+    for proto in --http1.1 --http2-prior-knowledge; do
+      rm -f "$TMP/body.out"; code=$(curl -s -m 5 $proto -o "$TMP/body.out" -w '%{http_code}' "http://127.0.0.1:$P/f/bare-cr-chunk-$place$q"); rc=$?
+      body=$(tr "\r\n" "<>" < "$TMP/body.out" 2>/dev/null)
+      next=$(curl -s -m 5 $proto "http://127.0.0.1:$P/f/ok")
+      case "$place:$body" in size:) ;; size:*) rc=0 ;; *:|*:h|*:he|*:hel|*:hell|*:hello) ;; *) rc=0 ;; esac
+      [ $rc != 0 ] && ! grep -q SMUGGLED "$TMP/body.out" && [ "$next" = ok ] ||
+        bad="$bad [$place$q $proto: curl $rc, $code '$body', next '$next']"
+    done
+  done
+done
+[ -z "$bad" ]; check bare_cr_in_chunked_framing_cut_short $? "$bad"
+n=$(grep 'bare-cr-chunk' "$TMP/daemon.log" | grep -c 'bare CR in its chunked framing')
+[ "$n" = 24 ]; check bare_cr_in_chunked_framing_cause_logged $? "$n of 24: $(grep bare-cr-chunk "$TMP/daemon.log" | tail -1)"
+out=$(pipeline "$P" "GET /f/bare-cr-chunk-end?split" "GET /f/ok" "GET /f/ok")
+! printf '%s' "$out" | grep -q SMUGGLED && [ "$(printf '%s' "$out" | grep -c '^HTTP/1.1 ')" = 1 ]
+check bare_cr_in_chunked_framing_ends_the_client_connection $? "$(printf '%s' "$out" | tr -d '\r' | grep -E '^HTTP|SMUGGLED|^ok' | tr '\n' '|')"
 
 # ---- a fragment in the target: judged and passed on as one string ----
 out=$(pipeline "$P" "GET /public/#/../../admin/" | tr -d '\r')

@@ -42,6 +42,11 @@ Each path is one way an upstream fails (a well-behaved server cannot be made to)
   /stray-FRAMING   a response framed by length, chunked, head (for HEAD), 204, 304 or 1xx
                    (a 103 first), then at once a second response nobody asked for
   /bare-cr-status  a bare CR inside the status line, before what looks like a field
+  /bare-cr-chunk-PLACE  a chunked response with a bare CR in its framing - PLACE: size (a
+                   chunk-size line), ext (a chunk extension), data (a chunk's data's end),
+                   last (the last chunk), trailer (a trailer line), end (the trailers' end) -
+                   and at once behind it a second response nobody asked for; with ?split the
+                   head goes first and alone
 Anything the request carries as a body is read (Content-Length or chunked) first.
 """
 import base64
@@ -256,6 +261,30 @@ class Handler(socketserver.BaseRequestHandler):
             elif path == "/bare-cr-status":
                 s.sendall(b"HTTP/1.1 200 OK\rXTransfer-Encoding: chunked\r\n\r\n"
                           b"9\r\nSMUGGLED\n\r\n0\r\n\r\n")
+            elif path.startswith("/bare-cr-chunk-"):
+                # Each is where llhttp, left to itself, took the byte after the CR for an
+                # LF: the response ends (or goes on) where another parser would not.
+                place = path[len("/bare-cr-chunk-"):]
+                framing = {
+                    "size": b"5\rX\r\nhello\r\n0\r\n\r\n",
+                    "ext": b"5\r\nhello\r\n0;a=b\rX\r\n\r\n",
+                    "data": b"5\r\nhello\rX0\r\n\r\n",
+                    "last": b"5\r\nhello\r\n0\rX\r\n\r\n",
+                    "trailer": b"5\r\nhello\r\n0\r\nX-T: t\r\n\rX",
+                    "end": b"5\r\nhello\r\n0\r\n\rX",
+                }.get(place)
+                if framing is None:
+                    respond(s, "404 Not Found", b"no\n")
+                    continue
+                head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                stray = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nSMUGGLED\n"
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if query == "split":
+                    s.sendall(head)
+                    time.sleep(0.05)
+                    s.sendall(framing + stray)
+                else:
+                    s.sendall(head + framing + stray)
             elif path == "/sse":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
                 s.sendall(b"9\r\ndata: 1\n\n\r\n")

@@ -7,10 +7,11 @@
  * the proxy and a client disagree on where a response ends is refused (502) rather than
  * repaired: Transfer-Encoding with Content-Length, two Content-Lengths, a transfer coding
  * other than chunked, obs-fold, whitespace in or before a field name, control characters
- * in a value, a CR not followed by LF anywhere in the head, a head over head_max, a status that is not three digits.  A 1xx response
- * (100 Continue, 103 Early Hints) is read and dropped; a 101 ends the message where its
- * head ends if an upgrade was asked (what follows is the other protocol's: llhttp stops
- * there), and is refused if not.
+ * in a value, a CR not followed by LF anywhere but in the body (the head, the chunk
+ * lines, the trailers), a head over head_max, a status that is not three digits.  A 1xx
+ * response (100 Continue, 103 Early Hints) is read and dropped; a 101 ends the message
+ * where its head ends if an upgrade was asked (what follows is the other protocol's:
+ * llhttp stops there), and is refused if not.
  *
  * Every callback runs inside h1resp_parse, on a parser that h1resp_init set up, so
  * none runs without its struct: the callbacks' states are message begin, head, body,
@@ -208,29 +209,19 @@ void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, u
     p->length = -1;
 }
 
-/* Whether the head bytes head[0..n) hold a CR that is not followed by LF.  llhttp (built
- * lenient, as the request side needs) takes any byte after the CR that ends the status
- * line for the LF, so "200 OK" CR "XTransfer-Encoding: chunked" would be framing to it
- * and a reason phrase to the next parser along: RFC 9112 2.2 lets a recipient refuse a
- * bare CR, and a proxy must.  A CR that ends one read is judged by the next one's first
- * byte. */
-static bool bare_cr(struct h1_response *p, const char *head, size_t n)
+/* Whether the bytes llhttp took, data[0..took), hold a bare CR (http1_syntax.h says why
+ * that matters to a proxy) outside the body: all but the piece on_body found in this
+ * pass (at most one: on_body pauses llhttp, except for a length's last piece, after
+ * which only the message's end comes), which may hold any byte.  A CR right before a
+ * body's first byte is a line llhttp ended on the CR alone. */
+static bool bare_cr_in_framing(struct h1_response *p, const char *data, size_t took)
 {
-    const char *c = head, *end = head + n;
-    if (p->cr_last && n) {
-        if (*c != '\n')
-            return true;
-        p->cr_last = false;
-    }
-    while ((c = memchr(c, '\r', (size_t)(end - c)))) {
-        if (++c == end) {
-            p->cr_last = true;
-            break;
-        }
-        if (*c != '\n')
-            return true;
-    }
-    return false;
+    if (p->event != H1RESP_BODY)
+        return http1_bare_cr(data, took, &p->cr_last);
+    const char *body_end = p->body + p->body_len;
+    if (http1_bare_cr(data, (size_t)(p->body - data), &p->cr_last) || p->cr_last)
+        return true;
+    return http1_bare_cr(body_end, (size_t)(data + took - body_end), &p->cr_last);
 }
 
 int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used)
@@ -244,14 +235,14 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
         return H1RESP_MORE;
     p->event = H1RESP_MORE;
     p->exec_start = data;
-    bool in_head = !p->head_done;  /* (a 1xx's head too) */
     llhttp_errno_t err = llhttp_execute(&p->parser, data, len);
-    /* Every byte llhttp took before the head's end is the head's: it stops right after
-     * it (paused, or done with a message that has no body), and checked before any of it
-     * is acted on. */
+    /* What llhttp took is checked before any of it is acted on: llhttp stops right after
+     * the head, after each piece of body and at the end, so nothing it found in this pass
+     * has gone anywhere yet. */
     size_t took = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->parser) - data);
-    if (in_head && (err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) && bare_cr(p, data, took)) {
-        p->error = "upstream sent a bare CR in its header";
+    if ((err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) && bare_cr_in_framing(p, data, took)) {
+        p->error = p->head_done && p->event != H1RESP_HEAD ? "upstream sent a bare CR in its chunked framing or trailers"
+                                                           : "upstream sent a bare CR in its header";
         return H1RESP_ERROR;
     }
     if (err == HPE_OK) {

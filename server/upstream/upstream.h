@@ -171,7 +171,7 @@ struct h1_response {
     char *error_text;              /* ... when it was composed (h1resp_fail): heap, freed with p */
     bool head_request, head_done, complete, chunked, keep_alive, informational, in_value;
     bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
-    bool cr_last;                  /* the head bytes so far end with a CR */
+    bool cr_last;                  /* the framing so far (all but the body) ends with a CR */
     uint8_t event;                 /* what the last callback found */
 };
 /* upgrade_asked: the request carried Upgrade, so a 101 is its answer (then the bytes after

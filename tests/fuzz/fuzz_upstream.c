@@ -4,7 +4,9 @@
  * a Content-Length it announced, ends at most once, and an error stays an error.  With an
  * upgrade asked, a 101 is a head and its end, with no body: what follows is not parsed.
  * The head's fields are nfields name\0value\0 pairs, names non-empty lower-case tokens,
- * values without control characters (but tab) and without trailing whitespace. */
+ * values without control characters (but tab) and without trailing whitespace.  Nothing
+ * that was taken as framing (all but the body's pieces) holds a CR that is not followed
+ * by an LF of the framing, once anything was reported past it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +49,17 @@ static void check_fields(const struct h1_response *p)
         abort();
 }
 
+/* Whether the framing in data[*from..pos) - the bytes not marked as body - is free of
+ * bare CRs; a CR at pos - 1 waits for the next look. */
+static void check_framing(const uint8_t *data, const uint8_t *is_body, size_t *from, size_t pos)
+{
+    size_t i = *from;
+    for (; i + 1 < pos; i++)
+        if (data[i] == '\r' && !is_body[i] && (data[i + 1] != '\n' || is_body[i + 1]))
+            abort();
+    *from = i;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
@@ -59,7 +72,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h1resp_init(&p, head_request, upgrade_asked, 4096);
     bool head = false, end = false, error = false;
     uint64_t body = 0;
-    size_t pos = 0;
+    size_t pos = 0, framing_checked = 0;
+    uint8_t *is_body = calloc(size + 1, 1);
+    if (!is_body)
+        return 0;
     while (!end && !error) {
         size_t give = size - pos < step ? size - pos : step, used = 0;
         int ev = h1resp_parse(&p, (const char *)data + pos, give, &used);
@@ -80,6 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             body += p.body_len;
             if (p.length >= 0 && body > (uint64_t)p.length)
                 abort();
+            memset(is_body + (p.body - (const char *)data), 1, p.body_len);
             break;
         case H1RESP_END:
             if (!head || (p.upgraded && (p.status != 101 || !upgrade_asked || body)))
@@ -101,7 +118,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();                    /* no progress on bytes it was given */
             }
         }
+        if (ev == H1RESP_HEAD || ev == H1RESP_BODY || ev == H1RESP_END)
+            check_framing(data, is_body, &framing_checked, pos);
     }
+    free(is_body);
     if (end && head && !error && !head_request && !p.upgraded && p.length >= 0 && p.status != 204 && p.status != 304 &&
         p.complete && body != (uint64_t)p.length)
         abort();

@@ -72,6 +72,60 @@ bad smuggle_bare_cr_400 400 'GET / HTTP/1.1\r\nHost: a\rX-A: b\r\n\r\n'
 out=$(raw 'POST /-/echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n')
 case "$(echo "$out" | status_lines)" in "400 "|"200 ") r=0 ;; *) r=1 ;; esac
 check smuggle_bad_chunk_size_ends_connection $r "$(echo "$out" | status_lines)"
+# A bare CR in the framing (RFC 9112 2.2), which llhttp alone takes for a line end in
+# several places: the request line, the head's end, a chunk line, a chunk's end, the last
+# chunk, the trailers' end.  400 and closed, and what follows - a request of its own to
+# llhttp, part of the body to a parser that reads the CR otherwise - is never served.
+# Each request goes in one write (raw's printf may write it in pieces, and an answer
+# begun before the bad byte came could only end the connection).
+once() { # once DATA: DATA (Python escapes) in one write; prints the answer, CR removed
+  python3 - "$PORT" "$1" <<'PYEOF' | tr -d '\r'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(3)
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+out = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+except OSError:
+    pass
+sys.stdout.buffer.write(out)
+PYEOF
+}
+chunked='POST /-/echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n'
+badcr="" badline=""
+while read -r name framing; do
+  out=$(once "$framing"'GET /smuggled-'$name' HTTP/1.1\r\nHost: a\r\n\r\n')
+  [ "$(echo "$out" | status_lines)" = "400 " ] && ! grep -q "smuggled-$name " "$TMP/access.log" && continue
+  case $name in request_line*|field_line) badline="$badline [$name: $(echo "$out" | status_lines)]" ;;
+                *) badcr="$badcr [$name: $(echo "$out" | status_lines)]" ;; esac
+done <<EOF
+request_line GET / HTTP/1.1\rX\nHost: a\r\n\r\n
+request_line_target GET /\rX HTTP/1.1\r\nHost: a\r\n\r\n
+field_line GET / HTTP/1.1\r\nHost: a\rX-A: b\r\n\r\n
+head_end GET / HTTP/1.1\r\nHost: a\r\n\rX
+chunk_size ${chunked}5\rX\r\nhello\r\n0\r\n\r\n
+chunk_ext ${chunked}5;a=b\rX\r\nhello\r\n0\r\n\r\n
+chunk_data_end ${chunked}5\r\nhello\rX0\r\n\r\n
+last_chunk ${chunked}5\r\nhello\r\n0\rX\r\n\r\n
+last_chunk_ext ${chunked}5\r\nhello\r\n0;a=b\rX\r\n\r\n
+trailer_end ${chunked}5\r\nhello\r\n0\r\nX-T: t\r\n\rX
+message_end ${chunked}0\r\n\rX
+EOF
+sleep 0.3
+[ -z "$badline" ]; check smuggle_bare_cr_in_request_line_and_fields_400 $? "$badline"
+[ -z "$badcr" ] && ! grep -q smuggled- "$TMP/access.log"
+check smuggle_bare_cr_in_framing_400 $? "$badcr $(grep -o 'GET /smuggled-[a-z_]*' "$TMP/access.log" | tr '\n' ' ')"
+# The shape as a smuggler sends it: a chunked body whose end hides a second request.
+out=$(once "${chunked}"'0\r\n\rXGET /admin-smuggled HTTP/1.1\r\nHost: a\r\n\r\n')
+sleep 0.3
+[ "$(echo "$out" | status_lines)" = "400 " ] && ! grep -q admin-smuggled "$TMP/access.log" &&
+  grep 'POST /-/echo' "$TMP/access.log" | tail -1 | grep -q '" 400 '
+check smuggle_bare_cr_after_last_chunk_400_one_answer $? "answers: $(echo "$out" | status_lines); log: $(grep -E 'admin-smuggled|POST /-/echo' "$TMP/access.log" | tail -2 | tr '\n' '|')"
 bad smuggle_space_before_colon_400 400 'GET / HTTP/1.1\r\nHost : a\r\n\r\n'
 bad smuggle_te_not_chunked_501 501 'POST /-/echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n'
 bad nul_in_head_400 400 'GET /\x00 HTTP/1.1\r\nHost: a\r\n\r\n'

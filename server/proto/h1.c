@@ -24,15 +24,17 @@
  * then dropped: never merged into the head (RFC 9110 section 6.5.1).
  *
  * Hostile input (RFC 9112): llhttp already refuses Transfer-Encoding with
- * Content-Length, repeated Content-Length, bare CR and bad chunk sizes; this file adds
- * what llhttp lets through - obs-fold, whitespace in or before a field name, control
- * characters in a value, a missing, repeated or invalid Host, a transfer coding other
- * than chunked (501), Transfer-Encoding in HTTP/1.0 (6.1) - and the limits: 431 for a
- * head (with its trailers) over max_header_list_size or more than H1_TRAILER_FIELDS
- * trailers, 414 for a target over H1_TARGET_MAX, 408 for a head not complete within
- * preface_timeout.  Every error answers (unless the answer already began: then the
- * connection just ends), is logged in the access log like any answer, and closes the
- * connection (lingering, so the answer arrives).
+ * Content-Length, repeated Content-Length and bad chunk sizes; this file adds what
+ * llhttp lets through - a bare CR anywhere in the framing (the request line, fields,
+ * chunk lines, trailers, the ends of the head and of the message: llhttp, lenient, takes
+ * the byte after a CR for the LF in several of them), obs-fold, whitespace in or before
+ * a field name, control characters in a value, a missing, repeated or invalid Host, a
+ * transfer coding other than chunked (501), Transfer-Encoding in HTTP/1.0 (6.1) - and
+ * the limits: 431 for a head (with its trailers) over max_header_list_size or more than
+ * H1_TRAILER_FIELDS trailers, 414 for a target over H1_TARGET_MAX, 408 for a head not
+ * complete within preface_timeout.  Every error answers (unless the answer already
+ * began: then the connection just ends), is logged in the access log like any answer,
+ * and closes the connection (lingering, so the answer arrives).
  *
  * Every llhttp callback is an input path; which states each can run in (the phase, and
  * whether there is a current request, h->cur):
@@ -128,9 +130,11 @@ struct h1_conn {
     uint8_t phase;                 /* enum h1_phase */
     const char *exec_start;        /* the bytes llhttp is parsing now ... */
     uint64_t fed;                  /* ... start this far into the connection's input */
+    const char *framing_from;      /* where in them the framing not yet checked begins */
     uint64_t vspan_end;            /* where in the input the last value span ended */
     bool version_seen;             /* the request line named a version (else HTTP/0.9) */
     bool host_seen, te_seen, close_after, upgrading;
+    bool cr_last;                  /* the framing checked so far ends with a CR */
     int error;                     /* the status a bad head gets */
 };
 
@@ -578,9 +582,18 @@ static int on_headers_complete(llhttp_t *p)
     return 0;
 }
 
+/* Bytes llhttp took as framing - all but on_body's - are checked for a bare CR
+ * (http1_syntax.h): from framing_from up to each piece of body here, the rest when
+ * llhttp_execute returns (parse).  A CR right before a body's first byte is a chunk-size
+ * line llhttp ended on the CR alone. */
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
+    if (http1_bare_cr(h->framing_from, (size_t)(at - h->framing_from), &h->cr_last) || h->cr_last) {
+        fail(p, 400);
+        return HPE_USER;           /* its own code: parse names the cause */
+    }
+    h->framing_from = at + n;
     if (h->phase == H1_DISCARD) {
         h->discarded += n;
         return h->discarded > H1_DISCARD_MAX ? fail(p, 413) : 0;
@@ -705,7 +718,7 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
         size_t give = n < body_room(h) ? n : body_room(h);
         if (!give)
             break;
-        h->exec_start = p;
+        h->exec_start = h->framing_from = p;
         llhttp_errno_t err = llhttp_execute(&h->parser, p, give);
         if (spill(h) && err == HPE_OK) {
             error_response(c, 503);      /* no memory to keep the head's piece that came */
@@ -713,6 +726,15 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
             return 0;
         }
         size_t took = err == HPE_OK ? give : (size_t)(llhttp_get_error_pos(&h->parser) - p);
+        /* Checked before anything llhttp found is acted on: a message it ended, the next
+         * it began, an upgrade - handlers run only once parse has returned. */
+        if ((err == HPE_OK || err == HPE_PAUSED) &&
+            http1_bare_cr(h->framing_from, (size_t)(p + took - h->framing_from), &h->cr_last)) {
+            log_msg(LOG_INFO, "%s: refused: HTTP/1.1 400: a bare CR in the framing", conn_peer(c));
+            error_response(c, 400);
+            *used += n;
+            return 0;
+        }
         h->fed += took;
         *used += took;
         p += took;
@@ -728,7 +750,7 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
             break;
         }
         log_msg(LOG_INFO, "%s: refused: HTTP/1.1 %d: %s", conn_peer(c), h->error ? h->error : 400,
-                llhttp_get_error_reason(&h->parser));
+                err == HPE_USER ? "a bare CR in the framing" : llhttp_get_error_reason(&h->parser));
         error_response(c, h->error ? h->error : 400);
         *used += n;
         return 0;

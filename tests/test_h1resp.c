@@ -146,6 +146,23 @@ static void bare_cr_in_chunks_refused_every_split(void)
     CHECKF(!let_through, "%zu of %zu responses not refused", let_through, n);
 }
 
+/* A Content-Length among the trailers is not the head's: the response's length stays
+ * unknown (chunked), and the end is the chunks'.  (Found by fuzz_upstream.) */
+static void content_length_trailer_not_the_heads(void)
+{
+    const char *text = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+                       "X-T: t\r\nContent-Length: 9\r\n\r\n";
+    for (size_t step = 0; step < 8; step++) {
+        struct h1_response p;
+        h1resp_init(&p, false, false, 65536);
+        size_t body;
+        int ev = feed(&p, text, step, &body);
+        CHECKF(ev == H1RESP_END && body == 5 && p.length == -1, "step %zu: event %d, body %zu, length %lld, %s", step,
+               ev, body, (long long)p.length, p.error ? p.error : "");
+        h1resp_free(&p);
+    }
+}
+
 /* LF alone as a chunk line's end: llhttp refuses it after a chunk size (and so a
  * response that uses it fails), takes it elsewhere; either way there is no CR for two
  * parsers to read differently.  Printed, so that a change of llhttp's shows. */
@@ -172,6 +189,7 @@ int main(void)
     RUN(good_heads_every_split);
     RUN(bare_cr_refused_every_split);
     RUN(bare_cr_in_chunks_refused_every_split);
+    RUN(content_length_trailer_not_the_heads);
     RUN(lf_alone_in_chunks);
     CHECK_DONE();
 }

@@ -103,7 +103,9 @@ static int on_header_value_complete(llhttp_t *p)
         return refuse(p, "upstream sent an invalid header name");
     if (!http1_value_ok(value, &vl))
         return refuse(p, "upstream sent a control character in a header");
-    if (nl == 14 && !memcmp(name, "content-length", 14)) {
+    /* (A trailer's Content-Length frames nothing - the body is over - and is dropped with
+     * the rest of the trailers: it must not pass for the head's.) */
+    if (nl == 14 && !r->head_done && !memcmp(name, "content-length", 14)) {
         if (r->length >= 0)
             return refuse(p, "upstream sent two Content-Length headers");
         r->length = 0;          /* its value is llhttp's to read: only "seen" here */

@@ -93,4 +93,17 @@ static inline bool http1_bare_cr(const char *f, size_t n, bool *cr_last)
     return false;
 }
 
+/* Whether f[0..n), the framing after a chunk's data, fails to begin with the CRLF that
+ * ends the chunk (*due: how many bytes of it are still to come, 2 after the data's last
+ * byte).  llhttp, lenient, skips whichever two bytes follow the data: "hello" "XY" "0"
+ * CRLF CRLF is a chunk and the end to it, "hello" LF "10" CRLF a chunk of 16 bytes to a
+ * parser that takes an LF alone for a line end, and the last chunk to llhttp. */
+static inline bool http1_chunk_end_bad(const char *f, size_t n, uint8_t *due)
+{
+    for (; *due && n; f++, n--, (*due)--)
+        if (*f != (*due == 2 ? '\r' : '\n'))
+            return true;
+    return false;
+}
+
 #endif

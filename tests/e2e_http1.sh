@@ -120,6 +120,17 @@ sleep 0.3
 [ -z "$badline" ]; check smuggle_bare_cr_in_request_line_and_fields_400 $? "$badline"
 [ -z "$badcr" ] && ! grep -q smuggled- "$TMP/access.log"
 check smuggle_bare_cr_in_framing_400 $? "$badcr $(grep -o 'GET /smuggled-[a-z_]*' "$TMP/access.log" | tr '\n' ' ')"
+# A chunk's data not followed by CRLF: llhttp alone skips whichever two bytes come, so
+# "hello" LF "10" CRLF CRLF is a body's end to it and a chunk of 16 bytes - the request
+# behind it - to a parser that takes an LF alone for a line end.
+badcrlf=""
+for framing in '5\r\nhelloXY0\r\n\r\n' '5\r\nhello\n10\r\n\r\n' '5\r\nhelloX\n0\r\n\r\n'; do
+  out=$(once "${chunked}${framing}"'GET /crlf-smuggled HTTP/1.1\r\nHost: a\r\n\r\n')
+  [ "$(echo "$out" | status_lines)" = "400 " ] || badcrlf="$badcrlf [$framing: $(echo "$out" | status_lines)]"
+done
+sleep 0.3
+[ -z "$badcrlf" ] && ! grep -q crlf-smuggled "$TMP/access.log"
+check smuggle_chunk_not_ended_by_crlf_400 $? "$badcrlf $(grep -c crlf-smuggled "$TMP/access.log") served"
 # The shape as a smuggler sends it: a chunked body whose end hides a second request.
 out=$(once "${chunked}"'0\r\n\rXGET /admin-smuggled HTTP/1.1\r\nHost: a\r\n\r\n')
 sleep 0.3

@@ -27,7 +27,8 @@
  * Content-Length, repeated Content-Length and bad chunk sizes; this file adds what
  * llhttp lets through - a bare CR anywhere in the framing (the request line, fields,
  * chunk lines, trailers, the ends of the head and of the message: llhttp, lenient, takes
- * the byte after a CR for the LF in several of them), obs-fold, whitespace in or before
+ * the byte after a CR for the LF in several of them), a chunk's data not followed by
+ * CRLF (llhttp skips whichever two bytes come), obs-fold, whitespace in or before
  * a field name, control characters in a value, a missing, repeated or invalid Host, a
  * transfer coding other than chunked (501), Transfer-Encoding in HTTP/1.0 (6.1) - and
  * the limits: 431 for a head (with its trailers) over max_header_list_size or more than
@@ -135,6 +136,7 @@ struct h1_conn {
     bool version_seen;             /* the request line named a version (else HTTP/0.9) */
     bool host_seen, te_seen, close_after, upgrading;
     bool cr_last;                  /* the framing checked so far ends with a CR */
+    uint8_t crlf_due;              /* bytes of the CRLF after a chunk's data still to come */
     int error;                     /* the status a bad head gets */
 };
 
@@ -582,18 +584,25 @@ static int on_headers_complete(llhttp_t *p)
     return 0;
 }
 
-/* Bytes llhttp took as framing - all but on_body's - are checked for a bare CR
- * (http1_syntax.h): from framing_from up to each piece of body here, the rest when
- * llhttp_execute returns (parse).  A CR right before a body's first byte is a chunk-size
- * line llhttp ended on the CR alone. */
+/* Bytes llhttp took as framing - all but on_body's - are checked (http1_syntax.h): for a
+ * bare CR, and a chunk's data for the CRLF after it; from framing_from up to each piece
+ * of body here, the rest when llhttp_execute returns (parse).  A CR right before a body's
+ * first byte is a chunk-size line llhttp ended on the CR alone. */
+static bool framing_bad(struct h1_conn *h, const char *f, size_t n)
+{
+    return http1_chunk_end_bad(f, n, &h->crlf_due) || http1_bare_cr(f, n, &h->cr_last);
+}
+
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
     struct h1_conn *h = H(p->data);
-    if (http1_bare_cr(h->framing_from, (size_t)(at - h->framing_from), &h->cr_last) || h->cr_last) {
+    if (framing_bad(h, h->framing_from, (size_t)(at - h->framing_from)) || h->cr_last || h->crlf_due) {
         fail(p, 400);
         return HPE_USER;           /* its own code: parse names the cause */
     }
     h->framing_from = at + n;
+    if ((p->flags & F_CHUNKED) && !p->content_length)
+        h->crlf_due = 2;           /* the chunk's data ended here */
     if (h->phase == H1_DISCARD) {
         h->discarded += n;
         return h->discarded > H1_DISCARD_MAX ? fail(p, 413) : 0;
@@ -728,9 +737,8 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
         size_t took = err == HPE_OK ? give : (size_t)(llhttp_get_error_pos(&h->parser) - p);
         /* Checked before anything llhttp found is acted on: a message it ended, the next
          * it began, an upgrade - handlers run only once parse has returned. */
-        if ((err == HPE_OK || err == HPE_PAUSED) &&
-            http1_bare_cr(h->framing_from, (size_t)(p + took - h->framing_from), &h->cr_last)) {
-            log_msg(LOG_INFO, "%s: refused: HTTP/1.1 400: a bare CR in the framing", conn_peer(c));
+        if ((err == HPE_OK || err == HPE_PAUSED) && framing_bad(h, h->framing_from, (size_t)(p + took - h->framing_from))) {
+            log_msg(LOG_INFO, "%s: refused: HTTP/1.1 400: a bare CR, or a chunk not ended by CRLF", conn_peer(c));
             error_response(c, 400);
             *used += n;
             return 0;
@@ -750,7 +758,7 @@ static int parse(struct conn *c, const char *p, size_t n, size_t *used)
             break;
         }
         log_msg(LOG_INFO, "%s: refused: HTTP/1.1 %d: %s", conn_peer(c), h->error ? h->error : 400,
-                err == HPE_USER ? "a bare CR in the framing" : llhttp_get_error_reason(&h->parser));
+                err == HPE_USER ? "a bare CR, or a chunk not ended by CRLF" : llhttp_get_error_reason(&h->parser));
         error_response(c, h->error ? h->error : 400);
         *used += n;
         return 0;

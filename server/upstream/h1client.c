@@ -8,7 +8,7 @@
  * repaired: Transfer-Encoding with Content-Length, two Content-Lengths, a transfer coding
  * other than chunked, obs-fold, whitespace in or before a field name, control characters
  * in a value, a CR not followed by LF anywhere but in the body (the head, the chunk
- * lines, the trailers), a head over head_max, a status that is not three digits.  A 1xx
+ * lines, the trailers), a chunk's data not followed by CRLF, a head over head_max, a status that is not three digits.  A 1xx
  * response (100 Continue, 103 Early Hints) is read and dropped; a 101 ends the message
  * where its head ends if an upgrade was asked (what follows is the other protocol's:
  * llhttp stops there), and is refused if not.
@@ -211,19 +211,33 @@ void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, u
     p->length = -1;
 }
 
-/* Whether the bytes llhttp took, data[0..took), hold a bare CR (http1_syntax.h says why
- * that matters to a proxy) outside the body: all but the piece on_body found in this
- * pass (at most one: on_body pauses llhttp, except for a length's last piece, after
- * which only the message's end comes), which may hold any byte.  A CR right before a
- * body's first byte is a line llhttp ended on the CR alone. */
-static bool bare_cr_in_framing(struct h1_response *p, const char *data, size_t took)
+/* What is wrong with the framing stretch f[0..n) (NULL: nothing): a chunk's data not
+ * ended by CRLF, a bare CR (http1_syntax.h says why either matters to a proxy). */
+static const char *framing_bad(struct h1_response *p, const char *f, size_t n)
+{
+    if (http1_chunk_end_bad(f, n, &p->crlf_due))
+        return "upstream sent a chunk not ended by CRLF";
+    if (http1_bare_cr(f, n, &p->cr_last))
+        return p->head_done && p->event != H1RESP_HEAD ? "upstream sent a bare CR in its chunked framing or trailers"
+                                                       : "upstream sent a bare CR in its header";
+    return NULL;
+}
+
+/* What is wrong with the bytes llhttp took, data[0..took), outside the body: all but the
+ * piece on_body found in this pass (at most one: on_body pauses llhttp, except for a
+ * length's last piece, after which only the message's end comes), which may hold any
+ * byte.  A CR right before a body's first byte is a line llhttp ended on the CR alone. */
+static const char *framing_error(struct h1_response *p, const char *data, size_t took)
 {
     if (p->event != H1RESP_BODY)
-        return http1_bare_cr(data, took, &p->cr_last);
+        return framing_bad(p, data, took);
+    const char *why = framing_bad(p, data, (size_t)(p->body - data));
+    if (why || p->cr_last || p->crlf_due)
+        return why ? why : "upstream sent a bare CR in its chunked framing or trailers";
+    if ((p->parser.flags & F_CHUNKED) && p->parser.content_length == 0)
+        p->crlf_due = 2;           /* the chunk's data ended here */
     const char *body_end = p->body + p->body_len;
-    if (http1_bare_cr(data, (size_t)(p->body - data), &p->cr_last) || p->cr_last)
-        return true;
-    return http1_bare_cr(body_end, (size_t)(data + took - body_end), &p->cr_last);
+    return framing_bad(p, body_end, (size_t)(data + took - body_end));
 }
 
 int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used)
@@ -242,9 +256,9 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
      * the head, after each piece of body and at the end, so nothing it found in this pass
      * has gone anywhere yet. */
     size_t took = err == HPE_OK ? len : (size_t)(llhttp_get_error_pos(&p->parser) - data);
-    if ((err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) && bare_cr_in_framing(p, data, took)) {
-        p->error = p->head_done && p->event != H1RESP_HEAD ? "upstream sent a bare CR in its chunked framing or trailers"
-                                                           : "upstream sent a bare CR in its header";
+    const char *why = err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE ? framing_error(p, data, took) : NULL;
+    if (why) {
+        p->error = why;
         return H1RESP_ERROR;
     }
     if (err == HPE_OK) {

@@ -172,6 +172,7 @@ struct h1_response {
     bool head_request, head_done, complete, chunked, keep_alive, informational, in_value;
     bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
     bool cr_last;                  /* the framing so far (all but the body) ends with a CR */
+    uint8_t crlf_due;              /* bytes of the CRLF after a chunk's data still to come */
     uint8_t event;                 /* what the last callback found */
 };
 /* upgrade_asked: the request carried Upgrade, so a 101 is its answer (then the bytes after

@@ -118,6 +118,7 @@ TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
 TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_clienttable $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
            $(BUILD)/tests/test_passcheck
+TARGETS += $(BUILD)/tests/test_rate
 
 .PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
 all: $(TARGETS)
@@ -228,6 +229,9 @@ $(BUILD)/tests/test_h1resp: $(BUILD)/obj/tests/test_h1resp.o $(filter-out $(BUIL
 $(BUILD)/tests/test_passcheck: $(BUILD)/obj/tests/test_passcheck.o $(BUILD)/obj/server/app/passcheck.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lcrypt -lcrypto $(LDFLAGS_ALL)
+$(BUILD)/tests/test_rate: $(BUILD)/obj/tests/test_rate.o $(BUILD)/obj/server/runtime/rate.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -lm $(LDFLAGS_ALL)
 $(BUILD)/tests/test_copy: $(BUILD)/obj/tests/test_copy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)

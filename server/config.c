@@ -205,6 +205,7 @@ enum key_id {
     K_SITE, K_LOCATION, K_CERT, K_KEY, K_HTTPS_REDIRECT,
     K_ROOT, K_ALIAS, K_INDEX, K_HEADER, K_ALLOW, K_DENY, K_MAX_BODY_SIZE, K_ERROR_PAGE, K_DOTFILES,
     K_DIRECTORY_LISTING, K_FALLBACK, K_RETURN, K_HANDLER,
+    K_LIMIT_RATE, K_LIMIT_RATE_AFTER,
     K_PROXY_PASS, K_PROXY_CONNECT_TIMEOUT, K_PROXY_READ_TIMEOUT, K_PROXY_SEND_TIMEOUT, K_PROXY_NEXT_UPSTREAM_TRIES,
     K_PROXY_SET_HOST, K_UPSTREAM, K_SERVER, K_BALANCE, K_KEEPALIVE, K_KEEPALIVE_TIMEOUT, K_HEALTH_CHECK,
     K_PROXY_SSL_VERIFY, K_PROXY_SSL_TRUSTED_CERTIFICATE, K_PROXY_SSL_NAME, K_PROXY_SSL_SERVER_NAME,
@@ -242,6 +243,7 @@ struct scope {
     struct vec headers;            /* struct added_header */
     struct vec access;             /* struct access_rule: allow and deny, in order */
     uint64_t max_body;
+    uint64_t limit_rate, limit_rate_after;   /* bytes per second (0: none), bytes at full speed */
     struct vec errors;             /* struct error_page */
     uint8_t dotfiles;
     bool listing;
@@ -745,6 +747,26 @@ static int set_error_page(struct setter_args *a)
         *(struct error_page *)push(a->c, &a->s->errors, sizeof e) = e;
     }
     return 0;
+}
+
+/* limit_rate and limit_rate_after: sizes as max_body_size's (nginx's units), one a rate. */
+static int set_limit(struct setter_args *a, uint64_t *dst, const char *key, const char *what)
+{
+    int rc = parse_size(a->value, dst);
+    if (rc == -2)
+        return WHY("%s: '%s' is too large (at most %llug; 0: no limit)", key, a->value,
+                   (unsigned long long)(SIZE_MAX_BYTES >> 30));
+    if (rc)
+        return WHY("%s: '%s' is not %s (bytes, or with k, m, g: 100k; 0: no limit)", key, a->value, what);
+    return 0;
+}
+static int set_limit_rate(struct setter_args *a)
+{
+    return set_limit(a, &a->s->limit_rate, "limit_rate", "a rate in bytes per second");
+}
+static int set_limit_rate_after(struct setter_args *a)
+{
+    return set_limit(a, &a->s->limit_rate_after, "limit_rate_after", "a size");
 }
 
 static int set_dotfiles(struct setter_args *a)
@@ -1279,6 +1301,8 @@ const struct config_key config_keys[K_COUNT] = {
     [K_DOTFILES] = { "dotfiles", ANY, false, false },
     [K_DIRECTORY_LISTING] = { "directory_listing", ANY, false, false },
     [K_FALLBACK] = { "fallback", ANY, false, false },
+    [K_LIMIT_RATE] = { "limit_rate", ANY, false, false },
+    [K_LIMIT_RATE_AFTER] = { "limit_rate_after", ANY, false, false },
     [K_RETURN] = { "return", ANY, false, false },
     [K_HANDLER] = { "handler", KEY_LOCATION, false, false },
     [K_PROXY_PASS] = { "proxy_pass", KEY_LOCATION, false, false },
@@ -1359,6 +1383,8 @@ static const struct key_def defs[K_COUNT] = {
     [K_DOTFILES] = { T_FN, 0, 0, 0, NULL, set_dotfiles },
     [K_DIRECTORY_LISTING] = { T_FN, 0, 0, 0, NULL, set_listing },
     [K_FALLBACK] = { T_FN, 0, 0, 0, NULL, set_fallback },
+    [K_LIMIT_RATE] = { T_FN, 0, 0, 0, NULL, set_limit_rate },
+    [K_LIMIT_RATE_AFTER] = { T_FN, 0, 0, 0, NULL, set_limit_rate_after },
     [K_RETURN] = { T_FN, 0, 0, 0, NULL, set_return },
     [K_HANDLER] = { T_FN, 0, 0, 0, NULL, set_handler },
     [K_PROXY_PASS] = { T_FN, 0, 0, 0, NULL, set_proxy_pass },
@@ -1936,6 +1962,7 @@ struct merged {
     const struct access_rule *access;
     uint32_t naccess;
     uint64_t max_body;
+    uint64_t limit_rate, limit_rate_after;
     struct vec errors;
     uint8_t dotfiles;
     bool listing;
@@ -2006,6 +2033,10 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         m->listing = s->listing;
     if (at[K_FALLBACK].src)
         m->fallback = s->fallback;
+    if (at[K_LIMIT_RATE].src)
+        m->limit_rate = s->limit_rate;
+    if (at[K_LIMIT_RATE_AFTER].src)
+        m->limit_rate_after = s->limit_rate_after;
     if (at[K_RETURN].src) {
         m->handler = HANDLER_RETURN;
         m->ret = s->ret;
@@ -2369,6 +2400,8 @@ static void fill_location(struct config *c, struct vec *roots, struct location *
     l->listing = m->listing;
     l->fallback = m->fallback;
     l->max_body = m->max_body;
+    l->limit_rate = m->limit_rate;
+    l->limit_rate_after = m->limit_rate_after;
     l->headers = m->headers.v;
     l->nheaders = (uint16_t)m->headers.n;
     l->access = m->access;

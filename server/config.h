@@ -218,6 +218,8 @@ struct location {
     bool listing;                  /* a directory without an index file is listed */
     const char *fallback;          /* a path under docroot for what is not there (SPA), or NULL */
     uint64_t max_body;             /* request body bytes; 0: no limit */
+    uint64_t limit_rate;           /* a response body's bytes per second; 0: no limit */
+    uint64_t limit_rate_after;     /* ... after this many at full speed */
     const struct added_header *headers;
     uint16_t nheaders;
     const struct access_rule *access;   /* first match decides; none matching: allowed */

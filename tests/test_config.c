@@ -138,6 +138,41 @@ static void numbers_never_wrap(void)
     CHECK(loc_of(&c->sites[0], "/")->max_body == UINT64_C(1) << 50 && c->idle_timeout == 720 * 3600);
 }
 
+/* limit_rate and limit_rate_after: nginx's sizes, top level -> site -> location, 0 for none;
+ * a value that is not a size, is negative or is carried past 64 bits by its unit is an
+ * error naming its line, never a wrapped rate (17179869184g is 2^64: 0, no limit). */
+static void limit_rate_values(void)
+{
+    CHECKF(parse("limit_rate = 100k\nsite a.test {\nlimit_rate_after = 1m\nlocation /big/ {\nlimit_rate = 2M\n}\n"
+                 "location /free/ {\nlimit_rate = 0\n}\n}\n") == CONFIG_OK, "%s", err);
+    const struct site *s = &c->sites[0];
+    const struct location *r = loc_of(s, "/"), *big = loc_of(s, "/big/x"), *free_ = loc_of(s, "/free/x");
+    CHECK(r->limit_rate == 100 << 10 && r->limit_rate_after == 1 << 20);
+    CHECK(big->limit_rate == 2 << 20 && big->limit_rate_after == 1 << 20);
+    CHECK(free_->limit_rate == 0);
+    CHECKF(parse("root = /srv\n") == CONFIG_OK, "%s", err);
+    CHECK(loc_of(&c->sites[0], "/")->limit_rate == 0 && loc_of(&c->sites[0], "/")->limit_rate_after == 0);
+    CHECKF(parse("limit_rate = 1048576g\nlimit_rate_after = 1048576g\n") == CONFIG_OK, "%s", err);
+    CHECK(loc_of(&c->sites[0], "/")->limit_rate == UINT64_C(1) << 50);
+    const char *bad[][2] = {
+        { "limit_rate = abc", "limit_rate: 'abc' is not a rate" }, { "limit_rate = -1", "limit_rate: '-1' is not a rate" },
+        { "limit_rate = -100k", "is not a rate" }, { "limit_rate = 17179869184g", "limit_rate: '17179869184g' is too large" },
+        { "limit_rate = 18446744073709551616", "too large" }, { "limit_rate = 1048577g", "too large" },
+        { "limit_rate = 100kb", "is not a rate" }, { "limit_rate = 1.5m", "is not a rate" }, { "limit_rate = k", "is not a rate" },
+        { "limit_rate = 100 k", "is not a rate" }, { "limit_rate = 0x10", "is not a rate" },
+        { "limit_rate_after = garbage", "limit_rate_after: 'garbage' is not a size" },
+        { "limit_rate_after = -5", "is not a size" }, { "limit_rate_after = 17179869184g", "too large" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[200];
+        snprintf(text, sizeof text, "\n%s\n", bad[i][0]);
+        CHECKF(parse(text) == CONFIG_ERROR && strstr(err, "test.conf:2: ") && strstr(err, bad[i][1]), "%s: %s", bad[i][0],
+               err);
+    }
+    CHECK(parse("limit_rate =\n") == CONFIG_ERROR && strstr(err, "test.conf:1: "));
+    CHECK(parse("limit_rate = 1k\nlimit_rate = 2k\n") == CONFIG_ERROR && strstr(err, "given twice"));
+}
+
 static void listen_lines(void)
 {
     CHECKF(parse("listen = 127.0.0.1:9000\nlisten = [::1]:9443 tls\nlisten = *:80\n") == CONFIG_OK, "%s", err);
@@ -918,6 +953,7 @@ int main(void)
     RUN(values_and_units);
     RUN(deadlines_and_caps);
     RUN(numbers_never_wrap);
+    RUN(limit_rate_values);
     RUN(listen_lines);
     RUN(listen_options_and_dual_stack);
     RUN(origins_and_user);

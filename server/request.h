@@ -104,6 +104,13 @@ const struct sockaddr *req_client(const struct request *r);
  * req_body_too_large says why. */
 int req_limit_body(struct request *r, uint64_t max);
 bool req_body_too_large(const struct request *r);
+/* Limits the response's body to rate bytes a second after its first `after` bytes
+ * (nginx's limit_rate, limit_rate_after; rate 0: no limit), over HTTP/1.1 and for each
+ * HTTP/2 stream alone, wherever its body comes from; a wait between bursts is a wait like
+ * any other (a handler writing faster waits in req_write and parks).  A 101's tunnel is not
+ * limited.  Call it before the response begins, and before req_upstream (the state it
+ * returns may move); -1 without memory. */
+int req_limit_rate(struct request *r, uint64_t rate, uint64_t after);
 /* Abandons an exchange whose answer has begun (RST_STREAM(CANCEL); HTTP/1.1 closes). */
 void req_reset(struct request *r);
 

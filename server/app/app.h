@@ -136,6 +136,7 @@ extern const char *const metric_protocols[METRIC_PROTOCOLS];
 struct request_metrics {
     uint64_t responses[5];                                    /* 1xx .. 5xx */
     uint64_t client_closed;                                   /* closed before an answer (499) */
+    uint64_t rate_limited;                                    /* under a limit_rate */
     uint64_t duration[METRIC_PROTOCOLS][DURATION_BUCKETS + 1]; /* per bucket, not cumulative */
     uint64_t duration_us[METRIC_PROTOCOLS];
     uint64_t auth[AUTH_KINDS][AUTH_OUTCOMES];
@@ -143,6 +144,7 @@ struct request_metrics {
 void metrics_record(const struct request *r);
 /* An authentication's outcome (auth_basic.c, auth_request.c). */
 void metrics_auth(int kind, int outcome);
+void metrics_rate_limited(void);            /* a request's location limits its response */
 void metrics_sum(struct request_metrics *out);
 
 /* dashboard.c: one sample a second per worker, the last DASHBOARD_SAMPLES of them. */

@@ -1,5 +1,5 @@
 /* Per-request metrics - responses by status class, requests their clients gave up on,
- * request duration by protocol - kept
+ * responses under a bandwidth limit, request duration by protocol - kept
  * per worker thread (each thread writes its own block, so the count is one add with no
  * lock) and summed when /metrics is read.  Blocks register themselves on first use and
  * stay (threads live as long as the daemon). */
@@ -45,6 +45,13 @@ void metrics_auth(int kind, int outcome)
 {
     if (block())
         add(&mine->m.auth[kind][outcome], 1);
+}
+
+/* Counted as the limit is applied, so that a response without one pays nothing for it. */
+void metrics_rate_limited(void)
+{
+    if (block())
+        add(&mine->m.rate_limited, 1);
 }
 
 void metrics_record(const struct request *r)

@@ -15,7 +15,9 @@
  *      the path falls to the next location), dotfiles (403), the per-client limits
  *      (limits.c: limit_req, which may hold the request - routing then runs again once
  *      these frames are gone, without it - and max_conns_per_client behind a trusted
- *      proxy), WebSocket upgrades no handler here takes (400), the body limit (413);
+ *      proxy), WebSocket upgrades no handler here takes (400), the body limit (413), the
+ *      response's bandwidth limit (limit_rate: what the location answers from here on,
+ *      whatever answers it);
  *   6. the handler: static files, a return, or a built-in route (405 with Allow for a
  *      method it does not take).
  * The request carries its location from step 4 on (req_set_location), so the
@@ -234,6 +236,11 @@ static inline __attribute__((always_inline)) const struct route *serve_location(
     }
     if (loc->max_body && req_limit_body(r, loc->max_body))
         return answered(app_error(r, 413));
+    if (loc->limit_rate) {
+        if (req_limit_rate(r, loc->limit_rate, loc->limit_rate_after))
+            return answered(app_error(r, 503));   /* no memory: never served as if unlimited */
+        metrics_rate_limited();
+    }
     switch (loc->handler) {
     case HANDLER_PROXY:
         return &proxy_pass_route;   /* it may wait long: run once these frames are gone */

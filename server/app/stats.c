@@ -422,6 +422,9 @@ static void metrics(struct request *r)
     metric(&b, "h2park_requests_client_closed_total", "counter",
            "Requests whose client closed (or reset the stream) before they were answered: logged as 499.",
            (double)m.client_closed);
+    metric(&b, "h2park_responses_rate_limited_total", "counter",
+           "Responses under a bandwidth limit (limit_rate), counted as their location applies it.",
+           (double)m.rate_limited);
     family(&b, "h2park_auth_total", "counter",
            "Authentications by kind (basic: auth_basic, request: auth_request) and outcome: success, failure (401, "
            "403), error (not decided: 503 when the password checks are all taken, 500 or 504 when the "

@@ -960,7 +960,7 @@ static int write_body(struct conn *c, struct h1_request *r)
     if (!r->chunked && !c->sock.file && !conn_out_pending(c) && request_out_give(&r->r, &c->sock.out, &c->sock.out_off))
         return 0;
     size_t avail;
-    while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_avail(&r->r)) > 0) {
+    while (conn_out_pending(c) < OUT_HIGH && (avail = request_out_allowed(&r->r, request_out_avail(&r->r))) > 0) {
         size_t n = avail < OUT_CHUNK ? avail : OUT_CHUNK;
         char size[24];
         int sl = r->chunked ? snprintf(size, sizeof size, "%zx\r\n", n) : 0;
@@ -1054,7 +1054,10 @@ static bool h1_want_write(const struct conn *c)
     if (!h || !h->cur || !h->cur->r.responded)
         return false;
     const struct request *r = &h->cur->r;
-    return !h->cur->head_sent || request_out_avail(r) > 0 || (r->out_eof && !r->sent_all);
+    /* Body a rate limit holds back is nothing to write: the connection parks, and the
+     * request's timer wakes it for the next burst. */
+    size_t avail = request_out_avail(r);
+    return !h->cur->head_sent || request_out_allowed(r, avail) > 0 || (r->out_eof && !r->sent_all && !avail);
 }
 
 static bool h1_finished(const struct conn *c)

@@ -195,6 +195,12 @@ static ssize_t data_source_read(nghttp2_session *session, int32_t stream_id, uin
     size_t avail = request_out_avail(&s->r);
     if (avail) {
         size_t n = avail < length ? avail : length;
+        /* What a rate limit lets go now; the rest waits deferred, this stream alone, until
+         * the request's timer says its next burst may go (stream_output_ready). */
+        if (__builtin_expect(s->r.rate_limited, 0) && !(n = request_rate_allows(&s->r, n))) {
+            s->deferred = true;
+            return NGHTTP2_ERR_DEFERRED;
+        }
         *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
         if (s->r.out_eof && n == avail)
             end_body(session, s, data_flags);

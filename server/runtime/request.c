@@ -19,6 +19,18 @@
  * new response's write deadline is armed only as the serve step that began it ends, when
  * a small response has all gone out and needs none.
  *
+ * A rate-limited response (req_limit_rate: limit_rate) is metered where its body leaves
+ * the runtime - request_out_allowed, take, give and file, what every front end takes a
+ * body through - so static files, a proxy's req_write and any other handler's output are
+ * limited alike, over HTTP/1.1 and for each HTTP/2 stream alone (a stream held back is
+ * deferred; the connection's other streams go on).  The meter (rate.c) lives in the
+ * request's extra, allocated with room for it for such a request only.  While the limit
+ * holds the rest back, the front end has nothing to write, so the connection parks; the
+ * request's one timer, aimed at when the next burst may go (DEADLINE_RATE), wakes it.  A
+ * handler writing ahead of the limit waits in req_write until its output has drained to
+ * one burst, not at every burst: it waits as long as the output takes to drain, long
+ * enough at a slow rate to park like any other wait.
+ *
  * The request's life is enum req_state (see runtime.h), changed only by set_state; a
  * request is freed in one place, release, which stops its timer whether it is active or
  * expired and waiting to run.  A connection's struct request_set exists from its first
@@ -627,6 +639,7 @@ static int respond(struct request *r, int status, const struct req_fields *pre, 
         if (!r->upgrade_offered || length != BODY_STREAM || (h1 && r->body.len > r->body_off))
             return -1;
         r->tunnel = true;
+        r->rate_limited = false;    /* a tunnel's bytes are not a body to limit, as in nginx */
         if (h1)
             r->body_eof = false;
         else
@@ -760,11 +773,16 @@ char *req_write_room(struct request *r, size_t want, size_t *room)
 /* n more bytes of output, written where req_write_room said. */
 static void out_added(struct request *r, size_t n)
 {
-    if (r->outb.len == r->outb_off) {   /* data is ready again: the peer's turn from here */
+    bool was_empty = r->outb.len == r->outb_off;
+    if (was_empty) {                    /* data is ready again: the peer's turn from here */
         r->out_progress = ev_now(r->c->w->loop);
         request_arm_timer(r);
     }
     r->outb.len += n;
+    /* Output after an empty spell that the limit may hold back: only the timer, aimed now
+     * that there is output, would ever let it go (the front end parks without writing). */
+    if (__builtin_expect(r->rate_limited, 0) && was_empty)
+        request_arm_timer(r);
 }
 
 int req_write_commit(struct request *r, size_t n)
@@ -865,6 +883,27 @@ size_t request_out_avail(const struct request *r)
     return r->outb.len - r->outb_off;
 }
 
+size_t request_rate_allows(const struct request *r, size_t avail)
+{
+    return rate_allows(r->extra->rate, ev_now(r->c->w->loop), avail);
+}
+
+/* n bytes of a rate-limited response went: the timer is aimed at the next burst. */
+static void rate_taken(struct request *r, size_t n)
+{
+    rate_took(r->extra->rate, ev_now(r->c->w->loop), n);
+    request_arm_timer(r);
+}
+
+/* A handler waiting for room in its output runs again: at once, or under a rate limit once
+ * the output is down to one burst (what the limit takes is as slow as the limit). */
+static void output_taken(struct request *r)
+{
+    if (r->wait == WAIT_WRITE &&
+        (!r->rate_limited || r->outb.len - r->outb_off <= rate_slice(r->extra->rate)))
+        make_runnable(r);
+}
+
 /* A read lands where the kernel's copy is fast (copy.h): straight into dst, or, when dst
  * lies just after the file position modulo 4096 (an HTTP/2 payload, 9 bytes after its
  * frame header, over page-aligned file data), through a per-thread block placed half a
@@ -912,8 +951,7 @@ int request_out_take(struct request *r, char *dst, size_t n)
             buf_free(&r->outb);
             r->outb_off = 0;
         }
-        if (r->wait == WAIT_WRITE)
-            make_runnable(r);
+        output_taken(r);
     }
     if (r->src.fd >= 0 || r->src.mem) {
         r->file_off += (int64_t)n;
@@ -921,6 +959,8 @@ int request_out_take(struct request *r, char *dst, size_t n)
     }
     r->bytes_sent += n;
     r->out_progress = ev_now(r->c->w->loop);
+    if (r->rate_limited)
+        rate_taken(r, n);
     return 0;
 }
 
@@ -929,15 +969,18 @@ size_t request_out_give(struct request *r, struct buf *out, uint32_t *out_off)
     if (r->src.fd >= 0 || r->src.mem || out->len || r->outb.len == r->outb_off)
         return 0;
     size_t n = r->outb.len - r->outb_off;
+    if (r->rate_limited && request_rate_allows(r, n) < n)
+        return 0;
     buf_free(out);
     *out = r->outb;
     *out_off = r->outb_off;
     r->outb = (struct buf){ 0 };
     r->outb_off = 0;
-    if (r->wait == WAIT_WRITE)
-        make_runnable(r);
+    output_taken(r);
     r->bytes_sent += n;
     r->out_progress = ev_now(r->c->w->loop);
+    if (r->rate_limited)
+        rate_taken(r, n);
     return n;
 }
 
@@ -948,6 +991,8 @@ bool request_out_file(struct request *r, struct conn *c)
     if (r->src.fd < 0 || r->src.mem || r->file_left <= 0 || !r->src.hold)
         return false;
     uint64_t n = (uint64_t)r->file_left;
+    if (r->rate_limited && !(n = request_rate_allows(r, (size_t)n)))
+        return false;
     if (transport_file(&c->sock, r->src.fd, r->file_off, n, r->src.release, r->src.arg))
         return false;
     r->src.hold(r->src.arg);
@@ -955,6 +1000,8 @@ bool request_out_file(struct request *r, struct conn *c)
     r->file_off += (int64_t)n;
     r->file_left -= (int64_t)n;
     r->out_progress = ev_now(r->c->w->loop);
+    if (r->rate_limited)
+        rate_taken(r, (size_t)n);
     return true;
 }
 
@@ -990,7 +1037,7 @@ static void arm_deadlines(struct conn *c)
             request_arm_timer(r);
 }
 
-enum deadline { DEADLINE_NONE, DEADLINE_WAKE, DEADLINE_BODY, DEADLINE_WRITE };
+enum deadline { DEADLINE_NONE, DEADLINE_WAKE, DEADLINE_BODY, DEADLINE_WRITE, DEADLINE_RATE };
 
 /* The nearest thing this request's timer must catch, and which one. */
 static ev_tstamp deadline(const struct request *r, enum deadline *kind)
@@ -1011,10 +1058,19 @@ static ev_tstamp deadline(const struct request *r, enum deadline *kind)
         if (!best || t < best)
             best = t, *kind = DEADLINE_BODY;
     }
-    if (cfg->write_timeout > 0 && r->responded && !r->sent_all && request_out_avail(r) > 0) {
-        ev_tstamp t = r->out_progress + cfg->write_timeout;
-        if (!best || t < best)
-            best = t, *kind = DEADLINE_WRITE;
+    size_t ready;
+    if (r->responded && !r->sent_all && (ready = request_out_avail(r)) > 0) {
+        if (cfg->write_timeout > 0) {
+            ev_tstamp t = r->out_progress + cfg->write_timeout;
+            if (!best || t < best)
+                best = t, *kind = DEADLINE_WRITE;
+        }
+        /* Output a rate limit holds back: when its next burst may go. */
+        if (__builtin_expect(r->rate_limited, 0)) {
+            ev_tstamp now = ev_now(r->c->w->loop), t = rate_due(r->extra->rate, now, ready);
+            if (t > now && (!best || t < best))
+                best = t, *kind = DEADLINE_RATE;
+        }
     }
     return best;
 }
@@ -1047,7 +1103,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     }
     enum deadline kind;
     ev_tstamp when = deadline(r, &kind);
-    if (when && when <= now + 0.001 && kind != DEADLINE_WAKE) {
+    if (when && when <= now + 0.001 && (kind == DEADLINE_BODY || kind == DEADLINE_WRITE)) {
         double limit = kind == DEADLINE_BODY ? r->cfg->body_timeout : r->cfg->write_timeout;
         log_msg(LOG_DEBUG, "%s: %s %s: %s for %.0fs, cancelled", conn_peer(c), r->method ? r->method : "-",
                 r->target ? r->target : "-", kind == DEADLINE_BODY ? "no request body" : "peer takes no response",
@@ -1060,6 +1116,9 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     } else {
         request_arm_timer(r);
     }
+    /* A burst the rate held back may go: an HTTP/2 stream deferred for it resumes. */
+    if (r->rate_limited)
+        r->ops->output_ready(r);
     /* Last, and the only wake-up: the serve loop it runs may close c and release r
      * (cancel only marks, or HTTP/1.1's would free both under this function). */
     conn_wake(c);
@@ -1300,6 +1359,31 @@ static struct request_extra *extra(struct request *r)
         r->extra->fd_wait.data = r;
     }
     return r->extra;
+}
+
+/* The meter goes in the extra's tail, which only a rate-limited request's extra has: one
+ * made already (a trusted proxy's client) moves to a bigger one, before any wait can have
+ * a watcher of it registered. */
+int req_limit_rate(struct request *r, uint64_t rate, uint64_t after)
+{
+    if (!rate || r->responded || gone(r))
+        return 0;
+    if (!r->rate_limited) {
+        struct request_extra *old = r->extra, *e = sc_calloc(1, sizeof *e + sizeof e->rate[0]);
+        if (!e)
+            return -1;
+        if (old) {
+            memcpy(e, old, sizeof *e);
+            sc_free(old);
+        } else {
+            ev_init(&e->fd_wait, on_fd_ready);
+        }
+        e->fd_wait.data = r;
+        r->extra = e;
+        r->rate_limited = true;
+    }
+    rate_start(r->extra->rate, rate, after, ev_now(r->c->w->loop));
+    return 0;
 }
 
 void req_park_frees(struct request *r, struct buf *b)

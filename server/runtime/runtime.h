@@ -23,6 +23,7 @@
 
 #include "core/conn.h"
 #include "request.h"
+#include "runtime/rate.h"
 
 struct request_ops {
     /* The response head is ready (status, resp headers, out_length): send it. */
@@ -89,6 +90,7 @@ struct request {
     bool body_over : 1;                   /* past body_max: the rest is dropped */
     bool client_set : 1;                  /* a trusted proxy named the client (extra->client) */
     bool wide_out : 1;                    /* holds a share of the worker's wide-output budget */
+    bool rate_limited : 1;                /* req_limit_rate: its extra has the meter */
     uint16_t nresp;                       /* response fields in resp */
     /* Room the front end allocated with the request (request_set_store), store_off bytes
      * after it: the head, then the response fields, live there while they fit, and cost
@@ -144,6 +146,9 @@ struct request_extra {
     const char *refused_by;               /* req_set_refused_by: the rule that refused it, or NULL */
     char *set_fields;                     /* req_set_field: name\0 '+'value\0 or '-'\0 ..., \0; or NULL */
     void (*at_release)(struct request *r);   /* req_at_release, or NULL */
+    /* A rate-limited response's meter (rate_limited): allocated with the extra of such a
+     * request only, so that no other request's extra outgrows its size class for it. */
+    struct rate_meter rate[];
 };
 
 /* The response's trailer fields, for the front end once the body has ended: *off starts
@@ -195,14 +200,25 @@ void request_refused(struct request *r, int status, uint64_t body_bytes);
 /* The response's body for the front end: bytes available now (a file's remaining
  * bytes count as available), and taking them. */
 size_t request_out_avail(const struct request *r);
+/* Of avail bytes of a rate-limited response, those its limit lets go now (0: its timer
+ * wakes the connection, and output_ready resumes it, when more may go). */
+size_t request_rate_allows(const struct request *r, size_t avail);
+/* Of avail bytes (request_out_avail), those a front end may take now: all of them, less
+ * what a rate limit holds back (a response without one pays a bit test). */
+static inline size_t request_out_allowed(const struct request *r, size_t avail)
+{
+    return __builtin_expect(r->rate_limited, 0) && avail ? request_rate_allows(r, avail) : avail;
+}
 int request_out_take(struct request *r, char *dst, size_t n);
 /* All the output the handler wrote, moved rather than copied into out when out is empty
- * (its offset into *out_off): the bytes moved, 0 if it cannot be (a file, or nothing). */
+ * (its offset into *out_off): the bytes moved, 0 if it cannot be (a file, nothing, or
+ * more than a rate limit lets go now). */
 size_t request_out_give(struct request *r, struct buf *out, uint32_t *out_off);
 bool request_out_finished(const struct request *r);   /* everything taken, and the end is known */
 /* Takes the rest of a body that is a file on disk (not a copy in memory) as a range
- * for sendfile, with a reference on the file of its own (dropped by
- * transport_file_done): false if the body is no such thing. */
+ * for sendfile - under a rate limit, what it lets go now - with a reference on the file
+ * of its own (dropped by transport_file_done): false if the body is no such thing, or
+ * the limit lets nothing go now. */
 bool request_out_file(struct request *r, struct conn *c);
 void request_sent_all(struct request *r);             /* the last byte went out */
 void request_arm_timer(struct request *r);

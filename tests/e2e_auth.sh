@@ -397,7 +397,7 @@ auth_metric() { curl -s "http://127.0.0.1:$P/metrics" | sed -n "s/^h2park_auth_t
 flood() {
   local src=$1 path=$2 i; shift 2
   for i in $(seq 1 20); do
-    curl -s -m 10 --interface "$src" -o /dev/null -w '%{http_code}\n' $(printf "$*" "$i") "http://127.0.0.1:$P$path"
+    curl -s -m 10 --interface "$src" -o /dev/null -w '%{http_code}\n' $(printf -- "$*" "$i") "http://127.0.0.1:$P$path"
   done | sort | uniq -c | awk '{ printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1 }'
 }
 f0=$(auth_metric basic failure)

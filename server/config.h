@@ -484,6 +484,8 @@ int net_parse(const char *text, struct net *out, char *why, size_t whylen);
 /* A socket address as a 16-byte IPv6 address (IPv4 mapped); false for another family. */
 bool net_address(const struct sockaddr *sa, uint8_t out[16]);
 bool net_contains(const struct net *n, const uint8_t addr[16]);
+/* Whether sa is in c's real_ip_from: a proxy whose header names its clients. */
+bool net_trusted_proxy(const struct config *c, const struct sockaddr *sa);
 /* First rule that contains addr decides; none: allowed. */
 bool access_allows(const struct access_rule *rules, size_t n, const uint8_t addr[16]);
 

@@ -103,6 +103,17 @@ bool net_contains(const struct net *n, const uint8_t addr[16])
     return (n->addr[full] & mask) == (addr[full] & mask);
 }
 
+bool net_trusted_proxy(const struct config *c, const struct sockaddr *sa)
+{
+    uint8_t a[16];
+    if (!c->nreal_ip_from || !net_address(sa, a))
+        return false;
+    for (uint16_t i = 0; i < c->nreal_ip_from; i++)
+        if (net_contains(&c->real_ip_from[i].net, a))
+            return true;
+    return false;
+}
+
 bool access_allows(const struct access_rule *rules, size_t n, const uint8_t addr[16])
 {
     for (size_t i = 0; i < n; i++)

@@ -55,16 +55,10 @@ static bool rule_key(const struct client_table *t, struct request *r, uint8_t ki
 static void refuse(struct request *r, int status, const char *rule, uint64_t retry_ms, const char *text)
 {
     req_set_refused_by(r, rule);
-    const struct location *loc = req_location(r);
-    for (uint16_t i = 0; i < loc->nerrors; i++)
-        if (loc->errors[i].status == status)
-            return app_error(r, status);
     char secs[24];
     snprintf(secs, sizeof secs, "%llu", (unsigned long long)(retry_ms + 999) / 1000);
-    struct header h[] = { { "content-type", "text/plain; charset=utf-8" }, { "retry-after", secs } };
-    size_t len = strlen(text);
-    if (req_respond(r, status, h, retry_ms ? 2 : 1, (int64_t)len) == 0 && !req_is_head(r) && req_write(r, text, len) == 0)
-        req_end(r);
+    struct header retry_after = { "retry-after", secs };
+    app_error_fields(r, status, text, &retry_after, retry_ms ? 1 : 0);
 }
 
 static int take_rules(struct request *r, const struct location *loc, double *delay)
@@ -103,17 +97,6 @@ static void release_client(struct request *r)
         client_conn_release(t, &k, now_ms(r));
 }
 
-static bool peer_trusted(const struct config *c, const struct sockaddr *sa)
-{
-    uint8_t a[16];
-    if (!net_address(sa, a))
-        return false;
-    for (uint16_t i = 0; i < c->nreal_ip_from; i++)
-        if (net_contains(&c->real_ip_from[i].net, a))
-            return true;
-    return false;
-}
-
 /* max_conns_per_client for a client behind a trusted proxy: this request is one of its
  * connections until it is released. */
 static int count_client(struct request *r)
@@ -121,7 +104,7 @@ static int count_client(struct request *r)
     const struct config *c = req_config(r);
     uint32_t limit = config_conns_per_client(c, req_listener(r));
     struct client_key k;
-    if (!limit || !c->nreal_ip_from || !peer_trusted(c, req_peer_sockaddr(r)) ||
+    if (!limit || !net_trusted_proxy(c, req_peer_sockaddr(r)) ||
         !client_key_addr(c->clients, req_client(r), &k))
         return 0;
     bool log_now;

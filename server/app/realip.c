@@ -184,17 +184,6 @@ static void parse_forwarded(const char *v, struct hop *hops, size_t *n)
     }
 }
 
-static bool trusted(const struct config *c, const struct sockaddr_storage *sa)
-{
-    uint8_t a[16];
-    if (!net_address((const struct sockaddr *)sa, a))
-        return false;
-    for (uint16_t i = 0; i < c->nreal_ip_from; i++)
-        if (net_contains(&c->real_ip_from[i].net, a))
-            return true;
-    return false;
-}
-
 bool realip_resolve(const struct config *c, const uint8_t peer[16], const char *const *values, size_t nvalues,
                     struct sockaddr_storage *out)
 {
@@ -221,7 +210,7 @@ bool realip_resolve(const struct config *c, const uint8_t peer[16], const char *
             break;
         *out = hops[i].sa;
         found = true;
-        if (!trusted(c, out))
+        if (!net_trusted_proxy(c, (const struct sockaddr *)out))
             break;
     }
     return found;

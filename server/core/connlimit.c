@@ -23,22 +23,11 @@
 
 static uint64_t now_ms(const struct worker *w) { return (uint64_t)(ev_now(w->loop) * 1000); }
 
-static bool from_trusted_proxy(const struct config *cfg, const struct sockaddr *sa)
-{
-    uint8_t a[16];
-    if (!cfg->nreal_ip_from || !net_address(sa, a))
-        return false;
-    for (uint16_t i = 0; i < cfg->nreal_ip_from; i++)
-        if (net_contains(&cfg->real_ip_from[i].net, a))
-            return true;
-    return false;
-}
-
 int connlimit_acquire(struct worker *w, unsigned slot, uint32_t limit, const struct sockaddr *sa)
 {
     const struct config *cfg = w->cfg;
     struct client_key k;
-    if (!cfg->clients || from_trusted_proxy(cfg, sa) || !client_key_addr(cfg->clients, sa, &k))
+    if (!cfg->clients || net_trusted_proxy(cfg, sa) || !client_key_addr(cfg->clients, sa, &k))
         return 0;
     bool log_now;
     enum client_verdict v = client_conn_acquire(cfg->clients, &k, limit, now_ms(w), REFUSAL_LOG_SECONDS, &log_now);

@@ -89,7 +89,10 @@ static const struct conn_proto *proto_after_tls(const unsigned char *alpn, unsig
     return len == 2 && !memcmp(alpn, "h2", 2) ? &h2_proto : &h1_proto;
 }
 
-static void tick(int worker, ev_tstamp now, const struct worker_counters *n) { app_tick(worker, now, n); }
+static void tick(int worker, ev_tstamp now, const struct worker_counters *n, const struct config *cfg)
+{
+    app_tick(worker, now, n, cfg);
+}
 
 static void warn_unknown_debug(const char *key)
 {

@@ -138,6 +138,11 @@ ok_n=$(echo "$m" | sed -n 's/^h2park_auth_total{kind="basic",outcome="success"} 
 bad_n=$(echo "$m" | sed -n 's/^h2park_auth_total{kind="basic",outcome="failure"} //p')
 [ "${ok_n:-0}" -ge 9 ] && [ "${bad_n:-0}" -ge 50 ]
 check basic_metrics_counted $? "success ${ok_n:-none}, failure ${bad_n:-none}"
+# The dashboard's failed-authentication series, sampled once a second, has them too.
+sleep 1.2
+d=$(curl -s "http://127.0.0.1:$P/-/dashboard/data")
+python3 -c 'import json, sys; d = json.loads(sys.argv[1]); assert d["auth_failed_total"][-1] >= int(sys.argv[2]), d["auth_failed_total"][-3:]' "$d" "${bad_n:-50}"
+check basic_failures_on_dashboard $? "$(grep -oE '"auth_failed_total":\[[^]]*' <<< "$d" | tail -c 60)"
 
 # ---- the file is read again on reload ----
 cp "$TMP/users" "$TMP/users.orig"
@@ -206,8 +211,9 @@ if command -v go >/dev/null; then
   GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$TMP/gocache" go build -o "$TMP/upstream_auth" \
     "$HERE/upstream_auth.go" > "$TMP/gobuild.log" 2>&1
   check auth_go_app_builds $? "$(head -5 "$TMP/gobuild.log")"
-  GA=$(free_port); DEAD=$(free_port); HANG=$(free_port)
-  "$TMP/upstream_auth" "$GA" & PIDS="$PIDS $!"
+  GA=$(free_port); GAS=$(free_port); DEAD=$(free_port); HANG=$(free_port)
+  make_ca testca; make_leaf authsvc "DNS:auth.test,IP:127.0.0.1" serverAuth
+  "$TMP/upstream_auth" "$GA" "$GAS" "$TMP/authsvc.pem" "$TMP/authsvc.key" & PIDS="$PIDS $!"
   # A server that takes connections and never answers.
   python3 -c "import socket,time
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1',$HANG)); s.listen(64); c=[]
@@ -225,6 +231,22 @@ upstream authsvc {
 location = /auth {
     proxy_pass = http://authsvc/auth
     proxy_read_timeout = 5s
+}
+location = /auth-tls {
+    proxy_pass = https://127.0.0.1:$GAS/auth
+    proxy_ssl_trusted_certificate = $TMP/testca.pem
+    proxy_ssl_name = auth.test
+}
+location = /auth-tls-untrusted {
+    proxy_pass = https://127.0.0.1:$GAS/auth
+}
+location /tlsauth/ {
+    auth_request = /auth-tls
+    auth_request_copy_headers = X-User
+    proxy_pass = http://127.0.0.1:$GA/app/
+}
+location /tlsuntrusted/ {
+    auth_request = /auth-tls-untrusted
 }
 location = /auth-hang {
     proxy_pass = http://127.0.0.1:$HANG/
@@ -255,6 +277,7 @@ location /both/ {
 EOF
   mkdir -p "$TMP/www/both" "$TMP/www/hang" "$TMP/www/refused"
   echo both > "$TMP/www/both/page.txt"; echo hang > "$TMP/www/hang/page.txt"; echo refused > "$TMP/www/refused/page.txt"
+  mkdir -p "$TMP/www/tlsuntrusted"; echo tls > "$TMP/www/tlsuntrusted/page.txt"
   start_config "$TMP/areq.conf" "$P" || exit 1
   # areq PROTO PATH [curl args]: "STATUS BODY" of a GET, the body's lines joined by spaces
   areq() {
@@ -291,6 +314,13 @@ EOF
     [ "$got" = '200 user="big" groups="" token="big" ' ]; check "areq_big_answer_body_$proto" $? "got $got"
     got=$(areq $proto /auth -H 'X-Token: good')
     [ "${got%% *}" = 404 ]; check "areq_auth_location_internal_$proto" $? "got $got"
+    # The authentication server over TLS (its certificate checked against the test's CA).
+    got=$(areq $proto /tlsauth/x -H 'X-Token: good')
+    [ "$got" = '200 user="alice" groups="" token="good" ' ]; check "areq_https_server_good_$proto" $? "got $got"
+    got=$(areq $proto /tlsauth/x -H 'X-Token: nope')
+    [ "${got%% *}" = 401 ]; check "areq_https_server_401_$proto" $? "got $got"
+    got=$(areq $proto /tlsuntrusted/page.txt -H 'X-Token: good')
+    [ "${got%% *}" = 500 ]; check "areq_https_server_untrusted_500_$proto" $? "got $got"
   done
   # What the authentication server was sent: a GET of its URI without a body, the original
   # method and URI, the client's fields but the framing ones.

@@ -258,6 +258,25 @@ else
   echo "ok conns_per_client_by_x_forwarded_for # SKIP nginx not installed"
 fi
 
+# The dashboard: the clients the table tracks and what the limits refused, sampled once a
+# second (worker 0), and drawn.  By now well over a hundred requests were refused.
+sleep 2.2
+d=$(curl -s "http://127.0.0.1:$P/-/dashboard/data")
+"$PY" -c 'import json, sys; d = json.loads(sys.argv[1]); n = len(d["seconds"]); assert n >= 2 and all(len(d[k]) == n for k in ("clients_tracked", "limited_total", "auth_failed_total")), d.keys(); assert d["clients_tracked"][-1] >= 3 and d["limited_total"][-1] >= 100 and d["auth_failed_total"][-1] == 0, (d["clients_tracked"][-1], d["limited_total"][-1])' "$d"
+check dashboard_limits_data $? "$(grep -oE '"(clients_tracked|limited_total)":\[[^]]*' <<< "$d" | cut -c1-40 | tr '\n' ' ')"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROMIUM" ]; then
+  dom=$(timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$TMP/chromium" \
+        --virtual-time-budget=3000 --dump-dom "http://127.0.0.1:$P/-/dashboard" 2>/dev/null)
+  grep -q 'id="chart-clients"' <<< "$dom" && grep -q 'id="chart-refused"' <<< "$dom" &&
+    grep -qE '<polyline [^>]*data-series="clients_tracked"[^>]*points="[0-9]' <<< "$dom" &&
+    grep -qE '<polyline [^>]*data-series="limited"[^>]*points="[0-9]' <<< "$dom"
+  check dashboard_limits_drawn_in_chromium $? "$(grep -oE '<section id="chart-(clients|refused)".{0,200}' <<< "$dom" | head -2)"
+else
+  echo "ok dashboard_limits_drawn_in_chromium # SKIP chromium is not installed (apt-get install chromium)"
+fi
+
 # ---- a spray: 100,000 IPv6 /64s by X-Forwarded-For, then 3,000 addresses of 127/8 ----
 cat > "$TMP/spray.py" <<'EOF'
 import socket, sys, threading

@@ -194,7 +194,7 @@ case $f in "entries=0/0 "*) true ;; *) false ;; esac; check hpack_encoder_table_
 h2load_idle 50 "$H" 10
 sleep 2.5
 d=$(c1 "$H/-/dashboard/data")
-echo "$d" | $PY -c 'import json, sys; d = json.load(sys.stdin); n = len(d["seconds"]); assert n >= 2 and all(len(d[k]) == n for k in ("conns", "parked", "serve", "handlers", "parked_handlers", "parked_handler_bytes", "requests_total", "rss", "stack", "heap")) and max(d["parked"]) >= 50, d'
+echo "$d" | $PY -c 'import json, sys; d = json.load(sys.stdin); n = len(d["seconds"]); assert n >= 2 and all(len(d[k]) == n for k in ("conns", "parked", "serve", "handlers", "parked_handlers", "parked_handler_bytes", "requests_total", "rss", "stack", "heap", "clients_tracked", "limited_total", "auth_failed_total")) and max(d["parked"]) >= 50, d'
 check dashboard_data $? "$(echo "$d" | head -c 300)"
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 if [ -n "$CHROMIUM" ]; then
@@ -202,7 +202,7 @@ if [ -n "$CHROMIUM" ]; then
         --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$TMP/chromium" \
         --virtual-time-budget=3000 --dump-dom "$H/-/dashboard" 2>/dev/null)
   drawn=$(echo "$dom" | grep -oE '<polyline [^>]*points="[0-9][^"]+"' | wc -l)
-  [ "$drawn" = 10 ] && echo "$dom" | grep -qE '[0-9]+ connections, [0-9]+ parked'; check dashboard_drawn_in_chromium $? "$drawn polylines drawn"
+  [ "$drawn" = 13 ] && echo "$dom" | grep -qE '[0-9]+ connections, [0-9]+ parked'; check dashboard_drawn_in_chromium $? "$drawn polylines drawn"
 else
   echo "ok dashboard_drawn_in_chromium # SKIP chromium is not installed (apt-get install chromium)"
 fi

@@ -94,9 +94,14 @@ func main() {
 		fmt.Fprintf(w, "user=%q groups=%q token=%q\n", strings.Join(r.Header.Values("X-User"), ","),
 			strings.Join(r.Header.Values("X-Groups"), ","), r.Header.Get("X-Token"))
 	})
-	srv := &http.Server{Addr: "127.0.0.1:" + os.Args[1], Handler: mux,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connKey{}, c.RemoteAddr().String())
-		}}
+	connContext := func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c.RemoteAddr().String())
+	}
+	// upstream_auth PORT [TLSPORT CERT KEY]: the same handlers over TLS too.
+	if len(os.Args) == 5 {
+		tlsSrv := &http.Server{Addr: "127.0.0.1:" + os.Args[2], Handler: mux, ConnContext: connContext}
+		go func() { log.Fatal(tlsSrv.ListenAndServeTLS(os.Args[3], os.Args[4])) }()
+	}
+	srv := &http.Server{Addr: "127.0.0.1:" + os.Args[1], Handler: mux, ConnContext: connContext}
 	log.Fatal(srv.ListenAndServe())
 }

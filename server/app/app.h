@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 
 #include "buf.h"
+#include "clienttable.h"
+#include "counters.h"
 #include "request.h"
 
 struct ev_loop;
@@ -40,7 +42,7 @@ void app_init(void);
 /* On every worker after it took a new configuration. */
 void app_configure(const struct config *c, struct ev_loop *loop);
 /* Once a second on every worker, with that worker's counters. */
-void app_tick(int worker, double now, const struct worker_counters *n);
+void app_tick(int worker, double now, const struct worker_counters *n, const struct config *cfg);
 
 /* routes.c: an error answer - the location's error page for status if it has one, else
  * a line of text (app_error_text: text, the answer's own words). */
@@ -117,6 +119,14 @@ bool auth_request_allows(struct request *r, const struct auth_conf *a);
  * connection limit behind a trusted proxy, over it and for want of room in the table. */
 int limits_check(struct request *r, const struct location *loc, double *delay);
 void limits_read(uint64_t conn_refusals[2]);
+/* The per-client limits' figures, for /-/stats, /metrics and the dashboard: the table's,
+ * and the refusals (n: the workers' counters summed) and delays. */
+struct limit_figures {
+    struct client_table_stats table;
+    uint64_t conns_refused[2][CONN_REFUSALS];   /* [0] at accept, [1] by request; by reason */
+    uint64_t req_refused, req_delayed;          /* every limit_req rule's */
+};
+void limit_figures(const struct config *cfg, const struct worker_counters *n, struct limit_figures *l);
 
 /* accesslog.c: one line per request, as it ends, in access_log_format. */
 void access_log_request(const struct request *r);
@@ -148,7 +158,7 @@ void metrics_rate_limited(void);            /* a request's location limits its r
 void metrics_sum(struct request_metrics *out);
 
 /* dashboard.c: one sample a second per worker, the last DASHBOARD_SAMPLES of them. */
-void dashboard_sample(int worker, double now, const struct worker_counters *n);
+void dashboard_sample(int worker, double now, const struct worker_counters *n, const struct config *cfg);
 extern const struct route dashboard_routes[];
 
 /* Shared by the routes: a text answer, and an integer from the query. */

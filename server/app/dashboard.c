@@ -23,9 +23,10 @@
 #define MAX_RINGS 1024
 
 enum { S_CONNS, S_PARKED, S_SERVE, S_HANDLERS, S_PARKED_HANDLERS, S_PARKED_HANDLER_BYTES, S_REQUESTS, S_RSS,
-       S_STACK, S_HEAP, S_VALUES };
+       S_STACK, S_HEAP, S_CLIENTS, S_LIMITED, S_AUTH_FAILED, S_VALUES };
 static const char *const names[S_VALUES] = { "conns", "parked", "serve", "handlers", "parked_handlers",
-                                             "parked_handler_bytes", "requests_total", "rss", "stack", "heap" };
+                                             "parked_handler_bytes", "requests_total", "rss", "stack", "heap",
+                                             "clients_tracked", "limited_total", "auth_failed_total" };
 
 struct slot {
     uint64_t second;                /* when it was taken; 0: never */
@@ -41,7 +42,29 @@ extern const unsigned dashboard_html_size;
 static void store(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 static uint64_t load(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
-void dashboard_sample(int worker, double now, const struct worker_counters *n)
+/* Process-wide, so worker 0 alone samples them: the per-client table's entries, what the
+ * per-client limits refused (connections at accept and by request, limit_req's requests)
+ * and the authentication that failed (a wrong password, an auth_request's 401/403). */
+static void sample_limits(struct slot *s, const struct config *cfg)
+{
+    struct worker_counters all;
+    struct limit_figures l;
+    struct request_metrics m;
+    workers_sum(&all);
+    limit_figures(cfg, &all, &l);
+    metrics_sum(&m);
+    uint64_t limited = l.req_refused, auth_failed = 0;
+    for (int at = 0; at < 2; at++)
+        for (int i = 0; i < CONN_REFUSALS; i++)
+            limited += l.conns_refused[at][i];
+    for (int k = 0; k < AUTH_KINDS; k++)
+        auth_failed += m.auth[k][AUTH_FAILURE];
+    store(&s->v[S_CLIENTS], l.table.entries);
+    store(&s->v[S_LIMITED], limited);
+    store(&s->v[S_AUTH_FAILED], auth_failed);
+}
+
+void dashboard_sample(int worker, double now, const struct worker_counters *n, const struct config *cfg)
 {
     if (worker < 0 || worker >= MAX_RINGS)
         return;
@@ -67,6 +90,7 @@ void dashboard_sample(int worker, double now, const struct worker_counters *n)
         store(&s->v[S_RSS], rss_bytes());
         store(&s->v[S_STACK], st.stack_inuse);
         store(&s->v[S_HEAP], sc_heap_resident());  /* what objects and spans count includes released pages */
+        sample_limits(s, cfg);
     }
     __atomic_store_n(&s->second, second, __ATOMIC_RELEASE);
 }

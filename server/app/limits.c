@@ -36,6 +36,19 @@ void limits_read(uint64_t conn_refusals[2])
     conn_refusals[1] = conns_refused[1];
 }
 
+void limit_figures(const struct config *cfg, const struct worker_counters *n, struct limit_figures *l)
+{
+    client_table_read(cfg->clients, &l->table);
+    for (int i = 0; i < CONN_REFUSALS; i++)
+        l->conns_refused[0][i] = n->conns_refused[i];
+    limits_read(l->conns_refused[1]);
+    l->req_refused = l->req_delayed = 0;
+    for (uint32_t i = 0; i < cfg->nlimit_rules; i++) {
+        l->req_refused += cfg->limit_rules[i]->refused;
+        l->req_delayed += cfg->limit_rules[i]->delayed;
+    }
+}
+
 static uint64_t now_ms(const struct request *r) { return (uint64_t)(req_now(r) * 1000); }
 
 static bool rule_key(const struct client_table *t, struct request *r, uint8_t kind, struct client_key *k)

@@ -322,11 +322,11 @@ void app_configure(const struct config *c, struct ev_loop *loop)
     upstream_configure(c, loop);
 }
 
-void app_tick(int worker, double now, const struct worker_counters *n)
+void app_tick(int worker, double now, const struct worker_counters *n, const struct config *cfg)
 {
     static_sweep(now);
     upstream_tick(now);
-    dashboard_sample(worker, now, n);
+    dashboard_sample(worker, now, n, cfg);
 }
 
 void reply_text(struct request *r, int status, const char *text)

@@ -86,26 +86,6 @@ struct figure {
     bool boolean, counter;
 };
 
-/* The per-client limits' figures: the table's, and the refusals and delays. */
-struct limit_figures {
-    struct client_table_stats table;
-    uint64_t conns_refused[2][CONN_REFUSALS];   /* [0] at accept, [1] by request; by reason */
-    uint64_t req_refused, req_delayed;          /* every limit_req rule's */
-};
-
-static void limit_figures(const struct config *cfg, const struct worker_counters *n, struct limit_figures *l)
-{
-    client_table_read(cfg->clients, &l->table);
-    for (int i = 0; i < CONN_REFUSALS; i++)
-        l->conns_refused[0][i] = n->conns_refused[i];
-    limits_read(l->conns_refused[1]);
-    l->req_refused = l->req_delayed = 0;
-    for (uint32_t i = 0; i < cfg->nlimit_rules; i++) {
-        l->req_refused += cfg->limit_rules[i]->refused;
-        l->req_delayed += cfg->limit_rules[i]->delayed;
-    }
-}
-
 static size_t collect(struct figure *f, struct worker_counters *n, struct sc_stats *st, const struct config *cfg)
 {
     bool parking = cfg->parking;

@@ -152,7 +152,7 @@ struct worker {
 
 extern struct worker *workers;
 /* Runs on every worker once a second (the application's housekeeping). */
-extern void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
+extern void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n, const struct config *cfg);
 /* Runs on a worker each time it has taken a new configuration (the application's). */
 extern void (*worker_config_hook)(const struct config *c, struct ev_loop *loop);
 

@@ -39,7 +39,7 @@
 #define ACCEPT_RETRY 0.1
 
 struct worker *workers;
-void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n);
+void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n, const struct config *cfg);
 void (*worker_config_hook)(const struct config *c, struct ev_loop *loop);
 const char *const close_reason_names[CLOSED_REASONS] = { "peer", "idle", "timeout", "goaway", "error" };
 _Atomic int shutting_down;
@@ -262,7 +262,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
         }
     coro_trim_stacks(true);
     if (worker_tick_hook)
-        worker_tick_hook(w->id, now, &w->n);
+        worker_tick_hook(w->id, now, &w->n, w->cfg);
 }
 
 static void close_listener(struct worker *w, int l)

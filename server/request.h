@@ -52,15 +52,15 @@ int64_t req_content_length(const struct request *r);  /* -1 if the client gave n
 const char *req_header(const struct request *r, const char *name);   /* first value, or NULL */
 const char *req_known(const struct request *r, enum known_field k);  /* the same, by number */
 size_t req_header_count(const struct request *r);
-/* Whether a comma-separated field value (Connection, Upgrade) lists token, in any case;
- * NULL lists nothing. */
+/* Whether a comma-separated field value (RFC 9110 5.6.1: Connection, Upgrade, TE) lists
+ * token, in any case; NULL lists nothing. */
 bool http_list_has(const char *list, const char *token);
 /* The values of every field called name, in order: the last max of them into out. */
 size_t req_header_values(const struct request *r, const char *name, const char **out, size_t max);
 struct header req_header_at(const struct request *r, size_t i);
 /* Every field in the order received, pseudo-headers included, up to cap: how many. */
 size_t req_headers(const struct request *r, struct header *out, size_t cap);
-const char *req_scheme(const struct request *r);
+const char *req_scheme(const struct request *r);      /* "https" over TLS, else "http" */
 /* The protocol the client asks to switch to, when the front end can hand it over: an
  * HTTP/1.1 request without a body whose Connection names upgrade (its Upgrade field), or
  * an HTTP/2 extended CONNECT (RFC 8441: its :protocol; h2c's own Upgrade is the front
@@ -72,8 +72,6 @@ const char *req_scheme(const struct request *r);
  * Neither way has the request's own deadlines then: the handler bounds the silence
  * (req_wait_fd's timeout). */
 const char *req_upgrade(const struct request *r);
-/* A comma-separated field value (RFC 9110 5.6.1) names token, case aside. */
-bool http_list_has(const char *list, const char *token);      /* "https" over TLS, else "http" */
 /* The request body is over and was empty (nothing came, nothing will): false while a
  * body may still come. */
 bool req_body_empty(const struct request *r);

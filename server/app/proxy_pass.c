@@ -1,5 +1,6 @@
 /* The reverse proxy (proxy_pass): a request handler that passes its request to an
- * upstream server over HTTP/1.1 and its response back, streaming both ways.
+ * upstream server - over HTTP/1.1, or HTTP/2 for h2c:// and h2:// (upstream/h2client.c) -
+ * and its response back, streaming both ways.
  *
  * Every wait is a request-API call (req_wait_io, req_read_body, req_write), so what a
  * waiting exchange holds is heap state - the exchange below, its upstream connection,

@@ -9,7 +9,7 @@
  * client (nginx's real_ip_recursive on; with one proxy it is nginx's default too).  An
  * entry that is no address ("unknown", an obfuscated "_node", garbage) ends the walk:
  * the client is then the last hop that could be named.  PROXY protocol is another path
- * (core/proxy.c) and comes first: it sets the connection's peer, which this then reads.
+ * (core/proxyproto.c) and comes first: it sets the connection's peer, which this then reads.
  *
  * Parsing never trusts lengths: at most REALIP_HOPS entries are kept (the rightmost), an
  * address must parse as IPv4 or IPv6 (with or without a port, in brackets or not), and

@@ -90,7 +90,7 @@ enum conn_timeout { TIMEOUT_NONE, TIMEOUT_HEAD, TIMEOUT_IDLE, TIMEOUT_WRITE, TIM
 
 /* The life of a connection; conn_set_state is the one place it changes. */
 enum conn_state {
-    CONN_PROXY,         /* waiting for the PROXY protocol header (proxy.c) */
+    CONN_PROXY,         /* waiting for the PROXY protocol header (proxyproto.c) */
     CONN_HANDSHAKE,     /* TLS handshake in progress */
     CONN_OPEN,          /* a protocol runs (or, cleartext, is being detected) */
     CONN_CLOSING,       /* its last words are queued: close once they are written */
@@ -294,7 +294,7 @@ void *serve_main(void *arg);
 #define SERVE_CLOSED ((void *)1)
 #define SERVE_PARKED ((void *)2)
 
-/* proxy.c: the PROXY protocol header.  proxy_parse: > 0 the header's length (*client
+/* proxyproto.c: the PROXY protocol header (not the reverse proxy).  proxy_parse: > 0 the header's length (*client
  * set, or its family 0 for "keep the socket's address"), 0 more bytes needed, -1
  * malformed.  proxy_stage runs the header stage: 1 done, 0 wait for input, -1 close. */
 #define PROXY_HEADER_MAX 1024

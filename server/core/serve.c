@@ -1,6 +1,6 @@
 /* The serve loop: the body of a connection's serve coroutine.
  *
- * One step reads the PROXY header if the listener wants one (proxy.c), finishes a TLS
+ * One step reads the PROXY header if the listener wants one (proxyproto.c), finishes a TLS
  * handshake if one is due, reads what the socket (or OpenSSL) has and hands it to the
  * protocol, runs the handlers that became runnable, lets the protocol put their output
  * into conn->out, and writes it, until nothing moves.  Then,

@@ -1,6 +1,6 @@
 /* The transport: a socket's bytes, plain or TLS, and the output that waits for it -
  * written once, for the connections clients make (conn.c) and those h2park makes to its
- * upstreams (proxy/upstream.c).
+ * upstreams (upstream/upstream.c).
  *
  * A transport is a socket, an SSL object over it or NULL, and the bytes queued for it:
  * a buffer (freed whenever it empties, so an idle transport holds none) and, after it, a

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "h2mem.h"
 #include "runtime/runtime.h"
 #include "proto/h2.h"
 #include "scalloc.h"
@@ -62,10 +63,7 @@ struct h2_conn {
      * CONTINUATIONs, never interleaved with another frame (RFC 9113 section 4.3), so its
      * fields need no lookup each. */
     struct h2_stream *receiving;
-    void *framebuf;                /* nghttp2's frame buffer */
-    size_t framebuf_size;
-    void *zeroish;                 /* a session table that is all zero when idle */
-    size_t zeroish_size;
+    struct h2mem mem;              /* the session's memory: what goes back while parked */
     uint32_t session_size;         /* nghttp2's session struct, as allocated (h2_warm) */
 };
 
@@ -95,78 +93,8 @@ static nghttp2_session_callbacks *callbacks;
 
 /* ---- the session's memory ---- */
 
-/* The one 16 KiB+ block a session allocates is its frame buffer, which holds nothing
- * between frames and is released while parked (h2_trim).  It is asked for in whole OS
- * pages: every size class that is a multiple of 4 KiB from 16 KiB up is aligned to at
- * least 4 KiB, so the buffer then owns its pages outright and all of them go back.  (At
- * the 16394 bytes nghttp2 asks, class 18432 would put two of every four buffers across
- * pages shared with a neighbour, which stay resident.) */
-#define FRAMEBUF_MIN (16u << 10)
-#define OS_PAGE 4096u
-
-static size_t framebuf_size(size_t n) { return n >= FRAMEBUF_MIN ? (n + OS_PAGE - 1) & ~(size_t)(OS_PAGE - 1) : n; }
-
-static void note_framebuf(struct h2_conn *h, void *old, void *p, size_t n)
-{
-    if (h && n >= FRAMEBUF_MIN && (!h->framebuf || h->framebuf == old)) {
-        h->framebuf = p;
-        h->framebuf_size = n;
-    }
-}
-static void *mem_malloc(size_t n, void *ud)
-{
-    n = framebuf_size(n);
-    void *p = sc_malloc(n);
-    note_framebuf(ud, NULL, p, n);
-    return p;
-}
-static void mem_free(void *p, void *ud)
-{
-    struct h2_conn *h = ud;
-    if (h && p && p == h->framebuf)
-        h->framebuf = NULL;
-    if (h && p && p == h->zeroish)
-        h->zeroish = NULL;
-    sc_free(p);
-}
-/* Other blocks of a page or more (the stream map's table) are only released where a
- * page of them is all zero, which reads back the same after release. */
-static void *mem_calloc(size_t k, size_t n, void *ud)
-{
-    struct h2_conn *h = ud;
-    void *p = sc_calloc(k, n);
-    if (h && p && k * n >= 4096 && !h->zeroish) {
-        h->zeroish = p;
-        h->zeroish_size = k * n;
-    }
-    return p;
-}
-static void *mem_realloc(void *p, size_t n, void *ud)
-{
-    n = framebuf_size(n);
-    void *q = sc_realloc(p, n);
-    if (q)
-        note_framebuf(ud, p, q, n);
-    return q;
-}
-
-static void release_zero_pages(void *p, size_t len)
-{
-    static const char zero[4096];
-    uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + len) & ~(uintptr_t)4095;
-    for (uintptr_t a = lo; a < hi; a += 4096)
-        if (!memcmp((void *)a, zero, 4096))
-            sc_release_pages((void *)a, 4096);
-}
-
-static void h2_trim(struct conn *c)
-{
-    struct h2_conn *h = H(c);
-    if (h->framebuf)
-        sc_release_pages(h->framebuf, h->framebuf_size);
-    if (h->zeroish)
-        release_zero_pages(h->zeroish, h->zeroish_size);
-}
+/* nghttp2's frame buffer and the stream map's zero pages go back while parked (h2mem.c). */
+static void h2_trim(struct conn *c) { h2mem_trim(&H(c)->mem); }
 
 /* ---- requests on streams ---- */
 
@@ -712,7 +640,7 @@ static int h2_start(struct conn *c)
     if (!h)
         return -1;
     c->proto_state = h;
-    nghttp2_mem mem = { h, mem_malloc, mem_free, mem_calloc, mem_realloc };   /* nghttp2 keeps a copy */
+    nghttp2_mem mem = h2mem_allocator(&h->mem);   /* nghttp2 keeps a copy */
     const struct config *cfg = c->w->cfg;
     nghttp2_option *options = session_options(cfg);
     int failed = !options || nghttp2_session_server_new3(&h->session, callbacks, c, options, &mem);

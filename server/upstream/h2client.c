@@ -38,21 +38,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h2mem.h"
 #include "scalloc.h"
 #include "upstream/upstream.h"
 
 #define H2UP_READ (16u << 10)
 #define FIELDS_NV_MAX 160          /* the request's fields proxy_pass passes on, and its own */
 #define H2UP_OUT_HIGH (64u << 10)
-#define FRAMEBUF_MIN (16u << 10)
-#define OS_PAGE 4096u
 
 struct h2up {
     nghttp2_session *session;
-    void *framebuf;                /* nghttp2's frame buffer (its one 16 KiB+ block) */
-    size_t framebuf_size;
-    void *zeroish;                 /* the stream map's table: all zero while idle */
-    size_t zeroish_size;
+    struct h2mem mem;              /* the session's memory: what goes back while pooled (h2mem.c) */
     /* The exchange in flight, or id 0. */
     struct request *r;
     struct h1_response *resp;      /* the head's fields, status and length go here */
@@ -69,53 +65,6 @@ struct h2up {
     bool goaway, broken;           /* the connection is not to be reused */
     char error[128];               /* why the exchange failed (copied to resp->error) */
 };
-
-/* ---- the session's memory: the frame buffer asked for in whole pages, so that all its
- * pages can go back while the connection waits in the pool (see proto/h2.c) ---- */
-
-static size_t rounded(size_t n) { return n >= FRAMEBUF_MIN ? (n + OS_PAGE - 1) & ~(size_t)(OS_PAGE - 1) : n; }
-static void note(struct h2up *h, void *old, void *p, size_t n)
-{
-    if (n >= FRAMEBUF_MIN && (!h->framebuf || h->framebuf == old)) {
-        h->framebuf = p;
-        h->framebuf_size = n;
-    }
-}
-static void *m_malloc(size_t n, void *ud)
-{
-    n = rounded(n);
-    void *p = sc_malloc(n);
-    if (p)
-        note(ud, NULL, p, n);
-    return p;
-}
-static void m_free(void *p, void *ud)
-{
-    struct h2up *h = ud;
-    if (p && p == h->framebuf)
-        h->framebuf = NULL;
-    if (p && p == h->zeroish)
-        h->zeroish = NULL;
-    sc_free(p);
-}
-static void *m_calloc(size_t k, size_t n, void *ud)
-{
-    struct h2up *h = ud;
-    void *p = sc_calloc(k, n);
-    if (p && k * n >= OS_PAGE && !h->zeroish) {
-        h->zeroish = p;
-        h->zeroish_size = k * n;
-    }
-    return p;
-}
-static void *m_realloc(void *p, size_t n, void *ud)
-{
-    n = rounded(n);
-    void *q = sc_realloc(p, n);
-    if (q)
-        note(ud, p, q, n);
-    return q;
-}
 
 /* ---- callbacks ---- */
 
@@ -310,7 +259,7 @@ int h2up_open(struct upstream_conn *uc, uint32_t head_max)
         sc_free(h);
         return -1;
     }
-    nghttp2_mem mem = { h, m_malloc, m_free, m_calloc, m_realloc };
+    nghttp2_mem mem = h2mem_allocator(&h->mem);
     if (nghttp2_session_client_new3(&h->session, cbs, h, NULL, &mem)) {
         sc_free(h);
         return -1;
@@ -391,26 +340,12 @@ bool h2up_idle_ok(struct upstream_conn *uc)
     return send_some(h, &uc->t) == 0;   /* PING and SETTINGS acknowledged now */
 }
 
-/* Pages of p that are all zero go back: they read back the same. */
-static void release_zero_pages(void *p, size_t len)
-{
-    static const char zero[OS_PAGE];
-    uintptr_t lo = ((uintptr_t)p + OS_PAGE - 1) & ~(uintptr_t)(OS_PAGE - 1);
-    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(OS_PAGE - 1);
-    for (uintptr_t a = lo; a < hi; a += OS_PAGE)
-        if (!memcmp((void *)a, zero, OS_PAGE))
-            sc_release_pages((void *)a, OS_PAGE);
-}
-
 void h2up_idle(struct upstream_conn *uc)
 {
     struct h2up *h = uc->h2;
     if (!h)
         return;
-    if (h->framebuf)
-        sc_release_pages(h->framebuf, h->framebuf_size);
-    if (h->zeroish)
-        release_zero_pages(h->zeroish, h->zeroish_size);
+    h2mem_trim(&h->mem);
 }
 
 size_t h2up_pending_input(const struct upstream_conn *uc)

@@ -183,6 +183,10 @@ int req_wait_fd(struct request *r, int fd, int events, double timeout);
  * callback and data are the runtime's during the wait and the caller's again after. */
 struct ev_io;
 int req_wait_io(struct request *r, struct ev_io *w, int events, double timeout);
+/* A step of a handler that runs between two waits and needs large locals: never inlined,
+ * so its frame is gone before the handler waits (and, waiting long, parks) again - the
+ * frame rule, runtime/runtime.h. */
+#define PARKED_APART __attribute__((noinline))
 /* A buffer of the handler's own, in heap state that outlives its waits (never on its
  * stack), which the runtime frees if it is empty when the handler parks: a short wait
  * keeps it for the next read, a long one waits holding none.  One per request; NULL

@@ -96,7 +96,7 @@ struct attempt {
     const char *why;
 };
 
-static __attribute__((noinline)) void begin(struct request *r, const struct auth_conf *a, struct attempt *t)
+static PARKED_APART void begin(struct request *r, const struct auth_conf *a, struct attempt *t)
 {
     const char *values[2];
     size_t nv = req_header_values(r, "authorization", values, 2);

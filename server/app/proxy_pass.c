@@ -426,9 +426,7 @@ static int end_with_trailers(struct exchange *x, enum upstream_failure *why)
 
 /* A request waiting for its upstream's answer parks in attempt's wait, and its handler's
  * frames from there up are what a parked long poll keeps: the steps between two waits
- * (pump, pump_h2, tunnel) keep their locals in frames of their own, live only while they
- * run (616 -> 552 bytes per parked handler). */
-#define PARKED_APART __attribute__((noinline))
+ * (pump, pump_h2, tunnel) are PARKED_APART (the frame rule, runtime/runtime.h). */
 
 /* pump for an h2c upstream: h2client.c moves both ways and frames; this passes on what
  * it found, as pump does. */

@@ -162,7 +162,7 @@ static inline __attribute__((always_inline)) const struct route *serve_location(
  * frame (2.3 KiB), and every answer that needs them.  A built-in route is returned
  * instead, to run once this frame is gone: its handler may wait long, and a parked
  * handler keeps every live frame below its own (/-/delay parks in 352 bytes, not 2.7 KiB). */
-static __attribute__((noinline)) const struct route *route_request(struct request *r, double *delay)
+static PARKED_APART const struct route *route_request(struct request *r, double *delay)
 {
     const struct config *cfg = req_config(r);
     const struct site_table *t = config_sites_of(cfg, req_listener(r));
@@ -261,7 +261,7 @@ static inline __attribute__((always_inline)) const struct route *serve_location(
 
 /* A request its location's authentication let through: its path and host laid out again
  * (the first frame that held them is gone), and served. */
-static __attribute__((noinline)) const struct route *route_authorized(struct request *r)
+static PARKED_APART const struct route *route_authorized(struct request *r)
 {
     char host[256], path[2048];
     bool dotted;

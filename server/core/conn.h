@@ -220,7 +220,35 @@ struct conn {
     uint8_t close_reason;          /* enum close_reason, once the serve loop decides to close */
     uint8_t parked_ticks;          /* worker ticks since it parked (trimmed at the second) */
     uint8_t listener;              /* the worker's listener slot it came from, or NO_LISTENER */
-    /* Bits: every connection, idle ones included, pays for this struct (320 bytes). */
+    /* Bits: every connection, idle ones included, pays for this struct (320 bytes).
+     *
+     * Who sets and clears each, and whether it keeps the serve loop from parking
+     * (conn_may_park, park.c: "blocks"; "-": it does not):
+     *
+     *   flag              set by                               cleared by                          blocks
+     *   tls               conn_new (a TLS listener)            never                               -
+     *   peer_eof          conn_read (EOF), proxyproto.c (EOF)  never                               - (the protocol's
+     *                                                                                                finished() closes)
+     *   in_serve          serve_main while its loop runs       serve_main as it waits or ends      - (conn_wake
+     *                                                                                                skips a running one)
+     *   ready             conn_mark_ready (worker.c)           the ready list's turn (worker.c)    -
+     *   trimmed           conn_trim_idle (park.c, parked)      conn_wake, as it parks              - (parked only)
+     *   head_due          conn_new, h1.c, h2.c, serve.c idle   h1.c (a head began), h2.c (preface)  - (head timer)
+     *   io_read/io_write  conn_watch                           conn_watch                          -
+     *   shutdown_asked    conn_request_shutdown                serve.c, once the protocol is told  blocks
+     *   served_once       serve_main, first run                never                               - (counters)
+     *   heard             conn_read (bytes came)               never                               -
+     *   deadlines_due     runtime: a response began            runtime: arm_deadlines              -
+     *   runnable          runtime: a handler became runnable   runtime: none left runnable         blocks
+     *   nothing_to_write  serve.c: a round produced nothing    serve.c: each step's start          blocks while false
+     *                                                                                                and want_write()
+     *   tls_config_held   conn_new (an SSL object)             serve.c after the handshake         -
+     *   input_drained     serve.c: a read found EAGAIN         on_io (readable)                    - (serve.c reads)
+     *   client_counted    accept (worker.c), proxyproto.c      connlimit_release                   -
+     *
+     * Besides the bits: timed_out (set by the timer, conn_close_soon, conn_abort_stalled;
+     * cleared by serve.c's handle_timeout) blocks; so do output in sock (conn_out_pending),
+     * input OpenSSL holds decrypted (transport_holds_input) and parking off. */
     bool tls : 1, peer_eof : 1, in_serve : 1, ready : 1, trimmed : 1, head_due : 1;
     bool io_read : 1, io_write : 1; /* what io watches for */
     bool shutdown_asked : 1;       /* the daemon is stopping */

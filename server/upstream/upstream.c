@@ -3,7 +3,7 @@
  *
  * Balancing is nginx's: smooth weighted round robin (each pick adds every candidate's
  * weight to its score, takes the highest and lowers it by the total, so weights 5,1,1
- * give a a a b a c a rather than a a a a a b c), and least_conn picks among the servers
+ * give a a b a c a a rather than a a a a a b c), and least_conn picks among the servers
  * with the fewest connections in use for their weight, by the same round robin.  A
  * server that fails max_fails times within fail_timeout is left out for fail_timeout,
  * then tried again; a group of one server is never left out (there is nothing else to

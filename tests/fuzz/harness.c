@@ -64,15 +64,30 @@ static const char site_conf[] =
     "site redirect.test {\n    https_redirect = on\n}\n"
     "site * {\n    root = @ROOT@\n}\n";
 
+static char root[] = "/tmp/h2park-fuzz-XXXXXX";
+
+/* The site's files go when the process ends: a test program runs this many times. */
+static void remove_root(void)
+{
+    static const char *const names[] = { "index.html", "big.bin", ".hidden", "sub/index.html", "sub" };
+    char path[1100];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, names[i]);
+        if (unlink(path))
+            rmdir(path);
+    }
+    rmdir(root);
+}
+
 void fuzz_daemon_init(void)
 {
     static int done;
     if (done++)
         return;
     mem_install_hooks();
-    char root[] = "/tmp/h2park-fuzz-XXXXXX";
     if (!mkdtemp(root))
         abort();
+    atexit(remove_root);
     write_file(root, "index.html", 40);
     write_file(root, "big.bin", 100000);
     write_file(root, ".hidden", 10);

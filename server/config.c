@@ -16,7 +16,9 @@
  *       server = 10.0.0.1:3000 weight=3
  *   }
  *
- * Every key is in one table (config_keys) that says where it may appear: the top level
+ * Every key is in one table (config_keys) that says where it may appear - the format's
+ * own keys here, a module's (the reverse proxy's: proxy_conf.c) added by the module with
+ * its setters and its part of the merge and of the tree (config_tree.h): the top level
  * only (workers, timeouts: the daemon's), the top level or a site (listen, cert, key:
  * what a site is reached by), or anywhere (root, header, allow: how requests are
  * served).  What a site does not say it takes from the top level, what a location does
@@ -50,6 +52,7 @@
 #include "buf.h"
 #include "clienttable.h"
 #include "config.h"
+#include "config_tree.h"
 #include "coro.h"
 #include "log.h"
 #include "readfile.h"
@@ -94,6 +97,9 @@ static char *dupn(struct config *c, const char *s, size_t n)
 }
 static char *sdup(struct config *c, const char *s) { return dupn(c, s, strlen(s)); }
 
+void *config_alloc(struct config *c, size_t n) { return alloc(c, n); }
+char *config_strdup(struct config *c, const char *s) { return sdup(c, s); }
+
 static char *fmt(struct config *c, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static char *fmt(struct config *c, const char *f, ...)
 {
@@ -105,11 +111,6 @@ static char *fmt(struct config *c, const char *f, ...)
     return sdup(c, tmp);
 }
 
-/* A growable array in the arena (what it outgrows stays there: configurations are small). */
-struct vec {
-    void *v;
-    uint32_t n, cap;
-};
 static void *push(struct config *c, struct vec *v, size_t size)
 {
     if (v->n == v->cap) {
@@ -122,6 +123,7 @@ static void *push(struct config *c, struct vec *v, size_t size)
     }
     return (char *)v->v + size * v->n++;
 }
+void *config_push(struct config *c, struct vec *v, size_t size) { return push(c, v, size); }
 
 struct config_cleanup {
     void (*fn)(void *);
@@ -186,117 +188,6 @@ void config_error(struct config_errors *e, const char *f, ...)
         e->text[e->len] = 0;
     }
 }
-
-/* ---- what parsing keeps: one scope per top level, site and location ---- */
-
-enum scope_kind { SCOPE_TOP, SCOPE_SITE, SCOPE_LOCATION, SCOPE_UPSTREAM };
-
-struct origin {
-    uint16_t src;                  /* 0: never set */
-    uint32_t line;
-};
-
-enum key_id {
-    K_LISTEN, K_WORKERS, K_USER, K_PARKING, K_BUILTIN_ROUTES, K_SERVER_HEADER, K_ACCESS_LOG, K_ACCESS_LOG_FORMAT,
-    K_LOG_LEVEL, K_PREFACE_TIMEOUT, K_IDLE_TIMEOUT, K_WRITE_TIMEOUT, K_BODY_TIMEOUT, K_SHUTDOWN_TIMEOUT,
-    K_SCAVENGE_INTERVAL, K_MAX_CONNS, K_MAX_HANDLERS, K_MAX_CONCURRENT_STREAMS, K_MAX_HEADER_LIST_SIZE,
-    K_INITIAL_WINDOW_SIZE, K_CONNECTION_WINDOW_SIZE, K_MAX_RESETS_PER_SECOND, K_HPACK_ENCODER_TABLE_SIZE,
-    K_CORO_STACK_SIZE, K_CORO_GUARD_PAGES, K_REAL_IP_FROM, K_REAL_IP_HEADER, K_BUILTIN_ROUTES_ALLOW,
-    K_SITE, K_LOCATION, K_CERT, K_KEY, K_HTTPS_REDIRECT,
-    K_ROOT, K_ALIAS, K_INDEX, K_HEADER, K_ALLOW, K_DENY, K_MAX_BODY_SIZE, K_ERROR_PAGE, K_DOTFILES,
-    K_DIRECTORY_LISTING, K_FALLBACK, K_RETURN, K_HANDLER,
-    K_LIMIT_RATE, K_LIMIT_RATE_AFTER,
-    K_PROXY_PASS, K_PROXY_CONNECT_TIMEOUT, K_PROXY_READ_TIMEOUT, K_PROXY_SEND_TIMEOUT, K_PROXY_NEXT_UPSTREAM_TRIES,
-    K_PROXY_SET_HOST, K_UPSTREAM, K_SERVER, K_BALANCE, K_KEEPALIVE, K_KEEPALIVE_TIMEOUT, K_HEALTH_CHECK,
-    K_PROXY_SSL_VERIFY, K_PROXY_SSL_TRUSTED_CERTIFICATE, K_PROXY_SSL_NAME, K_PROXY_SSL_SERVER_NAME,
-    K_PROXY_SSL_SESSION_REUSE,
-    K_PROXY_SSL_CERTIFICATE, K_PROXY_SSL_CERTIFICATE_KEY,
-    K_AUTH_BASIC, K_AUTH_BASIC_USER_FILE, K_AUTH_REQUEST, K_AUTH_REQUEST_COPY_HEADERS,
-    K_MAX_CONNS_PER_CLIENT, K_LIMIT_REQ, K_LIMIT_STATUS, K_LIMIT_ZONE_SIZE, K_LIMIT_PREFIX_V4, K_LIMIT_PREFIX_V6,
-    K_COUNT
-};
-
-struct named_path {
-    const char *path, *from;
-};
-
-struct scope {
-    uint8_t kind;                  /* enum scope_kind */
-    struct scope *next;            /* the next site, or the next location of its parent */
-    const struct scope *parent;    /* a location's site or top level; NULL for the top level */
-    struct scope *sites, *locations;
-    struct scope **sites_tail, **locations_tail;
-    const char *from;
-    struct origin at[K_COUNT];     /* where each key was last set in this scope */
-    /* A site's names, a location's path. */
-    struct vec names;              /* const char * */
-    const char *path;
-    bool exact;
-    /* How the site is reached. */
-    struct vec listens;            /* struct listen_addr */
-    struct vec certs, keys;        /* struct named_path */
-    bool https_redirect;
-    /* How requests are served: the keys of the K_ROOT.. group. */
-    const char *root, *root_from;
-    bool alias;
-    struct vec index;              /* const char * */
-    struct vec headers;            /* struct added_header */
-    struct vec access;             /* struct access_rule: allow and deny, in order */
-    uint64_t max_body;
-    uint64_t limit_rate, limit_rate_after;   /* bytes per second (0: none), bytes at full speed */
-    struct vec errors;             /* struct error_page */
-    uint8_t dotfiles;
-    bool listing;
-    const char *fallback;
-    struct return_spec *ret;
-    bool builtin_handler;          /* handler = a built-in route (else static) */
-    const struct route *route;
-    /* The reverse proxy: proxy_pass (a group's name, or its own address), and the
-     * proxy_* settings a location inherits. */
-    const char *pass_group;        /* "" for an address */
-    struct upstream_server_conf *pass_direct;
-    const char *pass_uri, *pass_from;
-    const char *pass_host;         /* proxy_pass's host as written: proxy_ssl_name's default */
-    bool pass_tls;                 /* https:// */
-    bool pass_reported;            /* its error is said (config_finish) */
-    struct upstream_tls ssl;       /* the proxy_ssl_* keys given here (name NULL: proxy_pass's host) */
-    bool pass_h2;                  /* h2c:// (prior knowledge) or h2:// (TLS, ALPN): HTTP/2 */
-    double proxy_timeouts[3];      /* connect, read, send */
-    uint32_t proxy_tries;
-    const char *proxy_host;
-    /* An upstream section: its name, servers and pool. */
-    struct vec servers;            /* struct upstream_server_conf */
-    uint8_t balance;
-    uint32_t keepalive;
-    double keepalive_timeout;
-    struct health_check *health;
-    struct scope *upstreams, **upstreams_tail;   /* the top level's upstream sections */
-    /* Authentication: auth_basic (its challenge; NULL: off), its file, auth_request (NULL:
-     * off) and the fields it copies. */
-    const char *auth_challenge, *auth_basic_from;
-    const char *auth_file, *auth_file_from;
-    const char *auth_request, *auth_request_from;
-    struct vec auth_copy;          /* const char *, lower case */
-    bool auth_reported;            /* its error is said (config_finish) */
-    /* Per-client limits. */
-    uint32_t conns_per_client;
-    const char *conns_per_client_from;
-    struct vec limit_req;          /* struct limit_req_rule * */
-    uint16_t limit_status;
-};
-
-struct config_parse {
-    struct scope top;
-    uint16_t src;                  /* the source being read (1, 2, ...) */
-    const char *src_name;
-    uint32_t line;
-    bool builtin;                  /* the source is the embedded default */
-    const char *dir;               /* the file being read's directory, absolute; NULL: the
-                                      embedded default or the command line */
-    bool cli_listen;               /* a --listen has replaced every listen line */
-    struct vec real_ip;            /* struct access_rule, all allow */
-    struct vec builtin_allow;      /* struct access_rule, all allow */
-};
 
 static const struct config_route *known_routes;
 static size_t nknown_routes;
@@ -453,16 +344,6 @@ static bool same_listen_addr(const struct listen_addr *a, const struct listen_ad
 
 static const char *scope_name(const struct scope *s);
 
-struct setter_args {
-    struct config *c;
-    struct scope *s;
-    const char *value;
-    const char *from;
-    char *why;
-    size_t whylen;
-};
-#define WHY(...) (snprintf(a->why, a->whylen, __VA_ARGS__), -1)
-
 /* ADDR:PORT [tls] [proxy_protocol], the options in any order, each at most once. */
 static int set_listen(struct setter_args *a)
 {
@@ -608,7 +489,7 @@ static int set_real_ip_header(struct setter_args *a)
     return WHY("real_ip_header: '%s' is not X-Forwarded-For, Forwarded or X-Real-IP", a->value);
 }
 
-static int set_path(struct setter_args *a, const char **dst, const char *what)
+int config_set_path(struct setter_args *a, const char **dst, const char *what)
 {
     if (!*a->value)
         return WHY("%s must not be empty", what);
@@ -616,6 +497,8 @@ static int set_path(struct setter_args *a, const char **dst, const char *what)
         return WHY("%s: path '%.100s...' is too long", what, a->value);
     return 0;
 }
+
+#define set_path config_set_path
 
 static int set_cert_or_key(struct setter_args *a, struct vec *v, const char *what)
 {
@@ -628,12 +511,13 @@ static int set_cert_or_key(struct setter_args *a, struct vec *v, const char *wha
 static int set_cert(struct setter_args *a) { return set_cert_or_key(a, &a->s->certs, "cert"); }
 static int set_keyfile(struct setter_args *a) { return set_cert_or_key(a, &a->s->keys, "key"); }
 
-static int set_flag(struct setter_args *a, bool *dst, const char *what)
+int config_set_flag(struct setter_args *a, bool *dst, const char *what)
 {
     if (parse_bool(a->value, dst))
         return WHY("%s: '%s' is not on or off", what, a->value);
     return 0;
 }
+#define set_flag config_set_flag
 static int set_https_redirect(struct setter_args *a) { return set_flag(a, &a->s->https_redirect, "https_redirect"); }
 static int set_listing(struct setter_args *a) { return set_flag(a, &a->s->listing, "directory_listing"); }
 
@@ -893,150 +777,6 @@ static int set_handler(struct setter_args *a)
     return WHY("handler: '%s' is not one of %s", a->value, names);
 }
 
-/* ---- the reverse proxy ---- */
-
-static int set_proxy_pass(struct setter_args *a)
-{
-    if (a->s->at[K_RETURN].src || a->s->at[K_HANDLER].src)
-        return WHY("proxy_pass and %s both given", a->s->at[K_RETURN].src ? "return" : "handler");
-    char group[64], uri[256], host[256];
-    struct upstream_server_conf direct;
-    if (proxy_parse_pass(a->value, &a->s->pass_tls, host, sizeof host, group, sizeof group, &direct, uri, sizeof uri,
-                         &a->s->pass_h2, a->why, a->whylen))
-        return -1;
-    a->s->pass_host = sdup(a->c, host);
-    a->s->pass_group = sdup(a->c, group);
-    a->s->pass_direct = NULL;
-    if (!group[0]) {
-        a->s->pass_direct = alloc(a->c, sizeof direct);
-        *a->s->pass_direct = direct;
-    }
-    a->s->pass_uri = sdup(a->c, uri);
-    a->s->pass_from = a->from;
-    return 0;
-}
-
-static int set_proxy_timeout(struct setter_args *a, int which, const char *key)
-{
-    double d;
-    if (config_parse_duration(a->value, &d) || d <= 0)
-        return WHY("%s: '%s' is not a duration (like 10s, 250ms, 5m; at most 30 days)", key, a->value);
-    a->s->proxy_timeouts[which] = d;
-    return 0;
-}
-static int set_proxy_connect_timeout(struct setter_args *a) { return set_proxy_timeout(a, 0, "proxy_connect_timeout"); }
-static int set_proxy_read_timeout(struct setter_args *a) { return set_proxy_timeout(a, 1, "proxy_read_timeout"); }
-static int set_proxy_send_timeout(struct setter_args *a) { return set_proxy_timeout(a, 2, "proxy_send_timeout"); }
-
-static int set_proxy_tries(struct setter_args *a)
-{
-    unsigned long long n;
-    if (config_parse_uint(a->value, 100, &n))
-        return WHY("proxy_next_upstream_tries: '%s' is not a count (0: every server)", a->value);
-    a->s->proxy_tries = (uint32_t)n;
-    return 0;
-}
-
-static int set_proxy_host(struct setter_args *a)
-{
-    if (!upstream_host_ok(a->value))
-        return WHY("proxy_set_host: '%.100s' is not a host (a name or an address, perhaps with a port; at most 255 "
-                   "bytes)", a->value);
-    a->s->proxy_host = sdup(a->c, a->value);
-    return 0;
-}
-
-static int set_ssl_verify(struct setter_args *a) { return set_flag(a, &a->s->ssl.verify, "proxy_ssl_verify"); }
-static int set_ssl_server_name(struct setter_args *a)
-{
-    return set_flag(a, &a->s->ssl.server_name, "proxy_ssl_server_name");
-}
-static int set_ssl_session_reuse(struct setter_args *a)
-{
-    return set_flag(a, &a->s->ssl.session_reuse, "proxy_ssl_session_reuse");
-}
-static int set_ssl_trusted(struct setter_args *a)
-{
-    a->s->ssl.trusted_from = a->from;
-    return set_path(a, &a->s->ssl.trusted, "proxy_ssl_trusted_certificate");
-}
-static int set_ssl_certificate(struct setter_args *a)
-{
-    a->s->ssl.cert_from = a->from;
-    return set_path(a, &a->s->ssl.cert, "proxy_ssl_certificate");
-}
-static int set_ssl_certificate_key(struct setter_args *a)
-{
-    a->s->ssl.key_from = a->from;
-    return set_path(a, &a->s->ssl.key, "proxy_ssl_certificate_key");
-}
-/* A DNS name or an IP address: what the certificate is checked against. */
-static int set_ssl_name(struct setter_args *a)
-{
-    size_t n = strlen(a->value);
-    bool ok = n && n < 254;
-    for (const char *c = a->value; *c && ok; c++)
-        ok = isalnum((unsigned char)*c) || strchr("-._:", *c);
-    if (!ok)
-        return WHY("proxy_ssl_name: '%.100s' is not a host name or an IP address", a->value);
-    a->s->ssl.name = sdup(a->c, a->value);
-    return 0;
-}
-
-static int set_server(struct setter_args *a)
-{
-    struct upstream_server_conf srv;
-    if (upstream_parse_server(a->value, &srv, a->why, a->whylen))
-        return -1;
-    if (a->s->servers.n == MAX_UPSTREAM_SERVERS)
-        return WHY("server: too many servers in one upstream (at most %d)", MAX_UPSTREAM_SERVERS);
-    *(struct upstream_server_conf *)push(a->c, &a->s->servers, sizeof srv) = srv;
-    return 0;
-}
-
-static int set_balance(struct setter_args *a)
-{
-    if (!strcmp(a->value, "round_robin"))
-        return a->s->balance = BALANCE_ROUND_ROBIN, 0;
-    if (!strcmp(a->value, "least_conn"))
-        return a->s->balance = BALANCE_LEAST_CONN, 0;
-    return WHY("balance: '%s' is not round_robin or least_conn", a->value);
-}
-
-static int set_keepalive(struct setter_args *a)
-{
-    unsigned long long n;
-    if (config_parse_uint(a->value, 100000, &n))
-        return WHY("keepalive: '%s' is not a count (0 keeps none)", a->value);
-    a->s->keepalive = (uint32_t)n;
-    return 0;
-}
-
-static int set_keepalive_timeout(struct setter_args *a)
-{
-    double d;
-    if (config_parse_duration(a->value, &d) || d <= 0)
-        return WHY("keepalive_timeout: '%s' is not a duration (like 10s, 250ms, 5m; at most 30 days)", a->value);
-    a->s->keepalive_timeout = d;
-    return 0;
-}
-
-static int set_health_check(struct setter_args *a)
-{
-    struct health_check h;
-    char path[256], host[256];
-    if (upstream_parse_health_check(a->value, &h, path, host, sizeof path, a->why, a->whylen))
-        return -1;
-    if (h.path)
-        h.path = sdup(a->c, h.path);
-    if (h.host)
-        h.host = sdup(a->c, h.host);
-    h.from = a->from;
-    a->s->health = alloc(a->c, sizeof h);
-    *a->s->health = h;
-    return 0;
-}
-
 /* ---- authentication ---- */
 
 /* A realm, quoted or not: it goes inside the challenge's quoted-string, so no quote,
@@ -1256,7 +996,7 @@ struct key_def {
 #define G(field) offsetof(struct config, field)
 
 /* Every key the format takes.  config_keys[k] and defs[k] describe key k (enum key_id). */
-const struct config_key config_keys[K_COUNT] = {
+struct config_key config_keys[K_COUNT] = {
     [K_LISTEN] = { "listen", SITE, true, false },
     [K_WORKERS] = { "workers", TOP, false, false },
     [K_USER] = { "user", TOP, false, false },
@@ -1305,29 +1045,11 @@ const struct config_key config_keys[K_COUNT] = {
     [K_LIMIT_RATE_AFTER] = { "limit_rate_after", ANY, false, false },
     [K_RETURN] = { "return", ANY, false, false },
     [K_HANDLER] = { "handler", KEY_LOCATION, false, false },
-    [K_PROXY_PASS] = { "proxy_pass", KEY_LOCATION, false, false },
-    [K_PROXY_CONNECT_TIMEOUT] = { "proxy_connect_timeout", ANY, false, false },
-    [K_PROXY_READ_TIMEOUT] = { "proxy_read_timeout", ANY, false, false },
-    [K_PROXY_SEND_TIMEOUT] = { "proxy_send_timeout", ANY, false, false },
-    [K_PROXY_NEXT_UPSTREAM_TRIES] = { "proxy_next_upstream_tries", ANY, false, false },
-    [K_PROXY_SET_HOST] = { "proxy_set_host", ANY, false, false },
-    [K_PROXY_SSL_VERIFY] = { "proxy_ssl_verify", ANY, false, false },
-    [K_PROXY_SSL_TRUSTED_CERTIFICATE] = { "proxy_ssl_trusted_certificate", ANY, false, false },
-    [K_PROXY_SSL_NAME] = { "proxy_ssl_name", ANY, false, false },
-    [K_PROXY_SSL_SERVER_NAME] = { "proxy_ssl_server_name", ANY, false, false },
-    [K_PROXY_SSL_SESSION_REUSE] = { "proxy_ssl_session_reuse", ANY, false, false },
-    [K_PROXY_SSL_CERTIFICATE] = { "proxy_ssl_certificate", ANY, false, false },
-    [K_PROXY_SSL_CERTIFICATE_KEY] = { "proxy_ssl_certificate_key", ANY, false, false },
     [K_AUTH_BASIC] = { "auth_basic", ANY, false, false },
     [K_AUTH_BASIC_USER_FILE] = { "auth_basic_user_file", ANY, false, false },
     [K_AUTH_REQUEST] = { "auth_request", ANY, false, false },
     [K_AUTH_REQUEST_COPY_HEADERS] = { "auth_request_copy_headers", ANY, false, false },
     [K_UPSTREAM] = { "upstream", TOP, true, true },
-    [K_SERVER] = { "server", KEY_UPSTREAM, true, false },
-    [K_BALANCE] = { "balance", KEY_UPSTREAM, false, false },
-    [K_KEEPALIVE] = { "keepalive", KEY_UPSTREAM, false, false },
-    [K_KEEPALIVE_TIMEOUT] = { "keepalive_timeout", KEY_UPSTREAM, false, false },
-    [K_HEALTH_CHECK] = { "health_check", KEY_UPSTREAM, false, false },
     [K_MAX_CONNS_PER_CLIENT] = { "max_conns_per_client", SITE, false, false },
     [K_LIMIT_REQ] = { "limit_req", ANY, true, false },
     [K_LIMIT_STATUS] = { "limit_status", ANY, false, false },
@@ -1337,7 +1059,7 @@ const struct config_key config_keys[K_COUNT] = {
 };
 const size_t config_nkeys = K_COUNT;
 
-static const struct key_def defs[K_COUNT] = {
+static struct key_def defs[K_COUNT] = {
     [K_LISTEN] = { T_FN, 0, 0, 0, NULL, set_listen },
     [K_WORKERS] = { T_COUNT, G(workers), 0, 1024, "a worker count (1..1024 or auto)", NULL },
     [K_USER] = { T_FN, 0, 0, 0, NULL, set_user },
@@ -1387,29 +1109,11 @@ static const struct key_def defs[K_COUNT] = {
     [K_LIMIT_RATE_AFTER] = { T_FN, 0, 0, 0, NULL, set_limit_rate_after },
     [K_RETURN] = { T_FN, 0, 0, 0, NULL, set_return },
     [K_HANDLER] = { T_FN, 0, 0, 0, NULL, set_handler },
-    [K_PROXY_PASS] = { T_FN, 0, 0, 0, NULL, set_proxy_pass },
-    [K_PROXY_CONNECT_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_proxy_connect_timeout },
-    [K_PROXY_READ_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_proxy_read_timeout },
-    [K_PROXY_SEND_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_proxy_send_timeout },
-    [K_PROXY_NEXT_UPSTREAM_TRIES] = { T_FN, 0, 0, 0, NULL, set_proxy_tries },
-    [K_PROXY_SET_HOST] = { T_FN, 0, 0, 0, NULL, set_proxy_host },
-    [K_PROXY_SSL_VERIFY] = { T_FN, 0, 0, 0, NULL, set_ssl_verify },
-    [K_PROXY_SSL_TRUSTED_CERTIFICATE] = { T_FN, 0, 0, 0, NULL, set_ssl_trusted },
-    [K_PROXY_SSL_NAME] = { T_FN, 0, 0, 0, NULL, set_ssl_name },
-    [K_PROXY_SSL_SERVER_NAME] = { T_FN, 0, 0, 0, NULL, set_ssl_server_name },
-    [K_PROXY_SSL_SESSION_REUSE] = { T_FN, 0, 0, 0, NULL, set_ssl_session_reuse },
-    [K_PROXY_SSL_CERTIFICATE] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate },
-    [K_PROXY_SSL_CERTIFICATE_KEY] = { T_FN, 0, 0, 0, NULL, set_ssl_certificate_key },
     [K_AUTH_BASIC] = { T_FN, 0, 0, 0, NULL, set_auth_basic },
     [K_AUTH_BASIC_USER_FILE] = { T_FN, 0, 0, 0, NULL, set_auth_basic_user_file },
     [K_AUTH_REQUEST] = { T_FN, 0, 0, 0, NULL, set_auth_request },
     [K_AUTH_REQUEST_COPY_HEADERS] = { T_FN, 0, 0, 0, NULL, set_auth_request_copy_headers },
     [K_UPSTREAM] = { T_SECTION, 0, 0, 0, NULL, NULL },
-    [K_SERVER] = { T_FN, 0, 0, 0, NULL, set_server },
-    [K_BALANCE] = { T_FN, 0, 0, 0, NULL, set_balance },
-    [K_KEEPALIVE] = { T_FN, 0, 0, 0, NULL, set_keepalive },
-    [K_KEEPALIVE_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_keepalive_timeout },
-    [K_HEALTH_CHECK] = { T_FN, 0, 0, 0, NULL, set_health_check },
     [K_MAX_CONNS_PER_CLIENT] = { T_FN, 0, 0, 0, NULL, set_conns_per_client },
     [K_LIMIT_REQ] = { T_FN, 0, 0, 0, NULL, set_limit_req },
     [K_LIMIT_STATUS] = { T_FN, 0, 0, 0, NULL, set_limit_status },
@@ -1417,6 +1121,28 @@ static const struct key_def defs[K_COUNT] = {
     [K_LIMIT_PREFIX_V4] = { T_U32, G(limit_prefix_v4), 1, 32, NULL, NULL },
     [K_LIMIT_PREFIX_V6] = { T_U32, G(limit_prefix_v6), 1, 128, NULL, NULL },
 };
+
+/* The modules whose keys are in the table too (config_tree.h): their setters, what
+ * clears a repeating one, and their hooks. */
+#define CONFIG_MODULES_MAX 4
+static const struct config_module *modules[CONFIG_MODULES_MAX];
+static size_t nmodules;
+static void (*clears[K_COUNT])(struct scope *s);
+
+void config_add_module(const struct config_module *m)
+{
+    if (nmodules == CONFIG_MODULES_MAX) {
+        fprintf(stderr, "h2park: too many configuration modules\n");
+        abort();
+    }
+    modules[nmodules++] = m;
+    for (size_t i = 0; i < m->nkeys; i++) {
+        const struct config_module_key *k = &m->keys[i];
+        config_keys[k->id] = (struct config_key){ k->name, k->scopes, k->repeats, false };
+        defs[k->id] = (struct key_def){ T_FN, 0, 0, 0, NULL, k->set };
+        clears[k->id] = k->clear;
+    }
+}
 
 /* A global value of a plain type: 0, or -1 with why. */
 static int set_global(struct config *c, int k, const char *key, const char *value, char *why, size_t whylen)
@@ -1476,9 +1202,9 @@ struct config *config_new(void)
     t->sites_tail = &t->sites;
     t->locations_tail = &t->locations;
     t->upstreams_tail = &t->upstreams;
-    t->proxy_timeouts[0] = t->proxy_timeouts[1] = t->proxy_timeouts[2] = 60;   /* nginx's defaults */
-    t->ssl.verify = t->ssl.server_name = true;   /* Go's, Caddy's and h2o's (nginx: both off) */
-    t->ssl.session_reuse = true;                 /* nginx's and Go's */
+    for (size_t i = 0; i < nmodules; i++)
+        if (modules[i]->top)
+            modules[i]->top(t);
     t->root = "./www";
     t->root_from = CONFIG_BUILTIN;
     t->limit_status = 429;
@@ -1536,11 +1262,13 @@ static void clear_repeating(struct config_parse *p, struct scope *s, int k)
     case K_HEADER: s->headers = (struct vec){ 0 }; break;
     case K_ALLOW: case K_DENY: s->access = (struct vec){ 0 }; s->at[K_ALLOW].src = s->at[K_DENY].src = p->src; break;
     case K_ERROR_PAGE: s->errors = (struct vec){ 0 }; break;
-    case K_SERVER: s->servers = (struct vec){ 0 }; break;
     case K_REAL_IP_FROM: p->real_ip = (struct vec){ 0 }; break;
     case K_BUILTIN_ROUTES_ALLOW: p->builtin_allow = (struct vec){ 0 }; break;
     case K_LIMIT_REQ: s->limit_req = (struct vec){ 0 }; break;
-    default: break;
+    default:
+        if (clears[k])
+            clears[k](s);
+        break;
     }
 }
 
@@ -1550,7 +1278,7 @@ static void set_key(struct config *c, struct scope *s, const char *key, const ch
     struct config_parse *p = c->parse;
     int k = -1;
     for (int i = 0; i < K_COUNT && k < 0; i++)
-        if (!strcmp(config_keys[i].name, key))
+        if (config_keys[i].name && !strcmp(config_keys[i].name, key))
             k = i;
     const char *where = p->line ? fmt(c, "%s:%u", p->src_name, p->line) : fmt(c, "%s", p->src_name);
     if (k < 0 || config_keys[k].section) {
@@ -1953,35 +1681,6 @@ int config_apply_debug_env(struct config *c, const char *env, void (*warn)(const
 
 /* ---- the tree: what each location serves by ---- */
 
-/* Settings as a location ends up with them: the top level's, then its site's, then its own. */
-struct merged {
-    const char *root, *root_from;
-    bool alias;
-    struct vec index;
-    struct vec headers;
-    const struct access_rule *access;
-    uint32_t naccess;
-    uint64_t max_body;
-    uint64_t limit_rate, limit_rate_after;
-    struct vec errors;
-    uint8_t dotfiles;
-    bool listing;
-    const char *fallback;
-    const struct return_spec *ret;
-    uint8_t handler;
-    const struct route *route;
-    const struct scope *pass;      /* the scope whose proxy_pass it is */
-    double proxy_timeouts[3];
-    uint32_t proxy_tries;
-    const char *proxy_host;
-    struct upstream_tls ssl;
-    struct scope *auth_basic, *auth_request;   /* the scopes whose auth_basic, auth_request it is */
-    const char *auth_file, *auth_file_from;
-    struct vec auth_copy;
-    struct vec limit_req;
-    uint16_t limit_status;
-};
-
 static void merge(struct config *c, struct merged *m, const struct scope *s)
 {
     const struct origin *at = s->at;
@@ -2047,44 +1746,10 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         m->route = s->route;
         m->ret = NULL;
     }
-    if (at[K_PROXY_PASS].src) {
-        m->handler = HANDLER_PROXY;
-        m->pass = s;
-        m->route = NULL;
-        m->ret = NULL;
-    }
-    for (int i = 0; i < 3; i++)
-        if (at[K_PROXY_CONNECT_TIMEOUT + i].src || s->kind == SCOPE_TOP)
-            m->proxy_timeouts[i] = s->proxy_timeouts[i];
-    if (at[K_PROXY_NEXT_UPSTREAM_TRIES].src)
-        m->proxy_tries = s->proxy_tries;
     if (at[K_LIMIT_REQ].src)
         m->limit_req = s->limit_req;   /* replaces what is inherited, as nginx's limit_req does */
     if (at[K_LIMIT_STATUS].src || s->kind == SCOPE_TOP)
         m->limit_status = s->limit_status;
-    if (at[K_PROXY_SET_HOST].src)
-        m->proxy_host = s->proxy_host;
-    bool top = s->kind == SCOPE_TOP;
-    if (at[K_PROXY_SSL_VERIFY].src || top)
-        m->ssl.verify = s->ssl.verify;
-    if (at[K_PROXY_SSL_SERVER_NAME].src || top)
-        m->ssl.server_name = s->ssl.server_name;
-    if (at[K_PROXY_SSL_SESSION_REUSE].src || top)
-        m->ssl.session_reuse = s->ssl.session_reuse;
-    if (at[K_PROXY_SSL_NAME].src)
-        m->ssl.name = s->ssl.name;
-    if (at[K_PROXY_SSL_TRUSTED_CERTIFICATE].src) {
-        m->ssl.trusted = s->ssl.trusted;
-        m->ssl.trusted_from = s->ssl.trusted_from;
-    }
-    if (at[K_PROXY_SSL_CERTIFICATE].src) {
-        m->ssl.cert = s->ssl.cert;
-        m->ssl.cert_from = s->ssl.cert_from;
-    }
-    if (at[K_PROXY_SSL_CERTIFICATE_KEY].src) {
-        m->ssl.key = s->ssl.key;
-        m->ssl.key_from = s->ssl.key_from;
-    }
     if (at[K_AUTH_BASIC].src)
         m->auth_basic = (struct scope *)s;
     if (at[K_AUTH_BASIC_USER_FILE].src) {
@@ -2095,6 +1760,9 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         m->auth_request = (struct scope *)s;
     if (at[K_AUTH_REQUEST_COPY_HEADERS].src)
         m->auth_copy = s->auth_copy;
+    for (size_t i = 0; i < nmodules; i++)
+        if (modules[i]->merge)
+            modules[i]->merge(c, m, s);
 }
 
 static bool same_strings(const struct vec *a, const char *const *b, uint32_t nb)
@@ -2113,8 +1781,6 @@ static uint64_t next_docroot_id(void)
     return atomic_fetch_add(&id, 1) + 1;
 }
 
-static bool same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
-
 /* The root a location serves files from; one whose path is NULL (no root anywhere above a
  * location of a file's site) serves none: every file is 404. */
 static const struct docroot *docroot_for(struct config *c, struct vec *roots, const struct merged *m)
@@ -2122,7 +1788,7 @@ static const struct docroot *docroot_for(struct config *c, struct vec *roots, co
     bool builtin = m->root_from && !strcmp(m->root_from, CONFIG_BUILTIN);
     for (uint32_t i = 0; i < roots->n; i++) {
         struct docroot *d = ((struct docroot **)roots->v)[i];
-        if (same_text(d->path, m->root) && same_strings(&m->index, d->index, d->nindex) && d->builtin_default == builtin)
+        if (config_same_text(d->path, m->root) && same_strings(&m->index, d->index, d->nindex) && d->builtin_default == builtin)
             return d;
     }
     struct docroot *d = alloc(c, sizeof *d);
@@ -2145,165 +1811,6 @@ static uint32_t hash_bytes(uint32_t h, const char *p, size_t n)
 }
 
 /* A server into the configuration's one array: its index, or -1 past MAX_UPSTREAM_TOTAL. */
-static int add_upstream_server(struct config *c, const struct upstream_server_conf *srv, const char *group,
-                               const struct scope *pool)
-{
-    if (c->nupstream_servers == MAX_UPSTREAM_TOTAL)
-        return -1;
-    struct upstream_server_conf *d = &c->upstream_servers[c->nupstream_servers];
-    *d = *srv;
-    d->index = (uint16_t)c->nupstream_servers++;
-    d->group = group;
-    d->keepalive = pool ? pool->keepalive : 32;
-    d->keepalive_timeout = pool ? pool->keepalive_timeout : 60;
-    return d->index;
-}
-
-/* The upstream sections, as groups: each needs a server that is not a backup. */
-static void build_upstreams(struct config *c, const struct scope *top, struct config_errors *e)
-{
-    c->upstream_servers = alloc(c, MAX_UPSTREAM_TOTAL * sizeof *c->upstream_servers);
-    c->upstreams = alloc(c, MAX_UPSTREAM_TOTAL * sizeof *c->upstreams);
-    for (const struct scope *u = top->upstreams; u; u = u->next) {
-        if (!u->path[0])
-            continue;
-        bool primary = false;
-        for (uint32_t i = 0; i < u->servers.n; i++)
-            primary |= !((const struct upstream_server_conf *)u->servers.v)[i].backup;
-        if (!u->servers.n)
-            config_error(e, "%s: upstream %s has no server lines", u->from, u->path);
-        else if (!primary)
-            config_error(e, "%s: upstream %s has only backup servers", u->from, u->path);
-        if (c->nupstreams == MAX_UPSTREAM_TOTAL || c->nupstream_servers + u->servers.n > MAX_UPSTREAM_TOTAL) {
-            config_error(e, "%s: too many upstream servers in all (at most %d)", u->from, MAX_UPSTREAM_TOTAL);
-            return;
-        }
-        struct upstream_group *g = &c->upstreams[c->nupstreams++];
-        g->name = u->path;
-        g->balance = u->balance;
-        g->check = u->health;
-        g->from = u->from;
-        g->servers = &c->upstream_servers[c->nupstream_servers];
-        for (uint32_t i = 0; i < u->servers.n; i++)
-            add_upstream_server(c, (const struct upstream_server_conf *)u->servers.v + i, u->path, u);
-        g->nservers = (uint16_t)u->servers.n;
-    }
-}
-
-
-/* The TLS settings of a proxy_pass https:// or h2://, shared with every location that has
- * the same ones and protocol (so they share one context and their pooled connections).
- * NULL after an error. */
-static const struct upstream_tls *upstream_tls_for(struct config *c, const struct merged *m, const struct scope *ps,
-                                                   struct config_errors *e)
-{
-    struct upstream_tls want = m->ssl;
-    if (!want.name)
-        want.name = ps->pass_host;
-    want.h2 = ps->pass_h2;
-    if (!want.cert != !want.key) {
-        if (!ps->pass_reported)
-            config_error(e, "%s: %s without %s (a client certificate needs both)",
-                         want.cert ? want.cert_from : want.key_from,
-                         want.cert ? "proxy_ssl_certificate" : "proxy_ssl_certificate_key",
-                         want.cert ? "proxy_ssl_certificate_key" : "proxy_ssl_certificate");
-        return NULL;
-    }
-    struct upstream_tls **tail = &c->upstream_tls;
-    for (; *tail; tail = &(*tail)->next) {
-        const struct upstream_tls *o = *tail;
-        if (same_text(o->trusted, want.trusted) && same_text(o->cert, want.cert) && same_text(o->key, want.key) &&
-            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name &&
-            o->h2 == want.h2 && o->session_reuse == want.session_reuse)
-            return o;
-    }
-    struct upstream_tls *t = alloc(c, sizeof *t);
-    *t = want;
-    t->ctx = NULL;
-    t->next = NULL;
-    *tail = t;
-    return t;
-}
-
-/* What a proxied location passes to: the group proxy_pass names, or a group of its own
- * address (one per address, shared by the locations that give it).  A group is reached
- * over one scheme: its servers' pooled connections (and metrics) are either TLS or not.
- * NULL after an error, reported once per proxy_pass line. */
-static const struct proxy_conf *proxy_for(struct config *c, const struct merged *m, struct config_errors *e)
-{
-    struct scope *ps = (struct scope *)m->pass;
-    const struct upstream_group *g = NULL;
-    for (uint32_t i = 0; i < c->nupstreams && !g; i++) {
-        const struct upstream_group *o = &c->upstreams[i];
-        if (ps->pass_group[0] ? !strcmp(o->name, ps->pass_group)
-                              : !o->name[0] && !strcmp(o->servers[0].text, ps->pass_direct->text))
-            g = o;
-    }
-    if (!g && ps->pass_group[0]) {
-        if (!ps->pass_reported)       /* a top-level location is in every site */
-            config_error(e, "%s: proxy_pass names upstream '%s', which no upstream section defines", ps->pass_from,
-                         ps->pass_group);
-        ps->pass_reported = true;
-        return NULL;
-    }
-    if (!g) {
-        if (c->nupstreams == MAX_UPSTREAM_TOTAL || c->nupstream_servers == MAX_UPSTREAM_TOTAL) {
-            config_error(e, "%s: too many upstream servers in all (at most %d)", ps->pass_from, MAX_UPSTREAM_TOTAL);
-            return NULL;
-        }
-        struct upstream_group *n = &c->upstreams[c->nupstreams++];
-        n->name = "";
-        n->from = ps->pass_from;
-        n->servers = &c->upstream_servers[add_upstream_server(c, ps->pass_direct, "", NULL)];
-        n->nservers = 1;
-        g = n;
-    }
-    struct upstream_group *wg = (struct upstream_group *)g;
-    uint8_t scheme = ps->pass_tls ? 2 : 1;
-    const char *scheme_name = ps->pass_tls ? ps->pass_h2 ? "h2://" : "https://" : ps->pass_h2 ? "h2c://" : "http://";
-    if (wg->scheme && wg->scheme != scheme) {
-        if (!ps->pass_reported)
-            config_error(e,
-                         "%s: upstream %s is passed to over %s here but over %s at %s (TLS or not, one for each upstream)",
-                         ps->pass_from, g->name[0] ? g->name : g->servers[0].text, scheme_name, g->scheme_name,
-                         g->scheme_from);
-        ps->pass_reported = true;
-        return NULL;
-    }
-    if (g->check && g->check->path && ps->pass_h2) {
-        if (!ps->pass_reported)
-            config_error(e, "%s: upstream %s is passed to over %s here, but its health_check at %s asks for a path "
-                         "over HTTP/1.1 (health_check = tcp checks any server)", ps->pass_from, g->name, scheme_name,
-                         g->check->from);
-        ps->pass_reported = true;
-        return NULL;
-    }
-    wg->scheme = scheme;
-    wg->scheme_name = scheme_name;
-    wg->scheme_from = ps->pass_from;
-    for (uint16_t i = 0; i < g->nservers; i++)
-        c->upstream_servers[g->servers[i].index].tls = ps->pass_tls;
-    const struct upstream_tls *tls = NULL;
-    if (ps->pass_tls && !(tls = upstream_tls_for(c, m, ps, e))) {
-        ps->pass_reported = true;
-        return NULL;
-    }
-    if (tls && !wg->check_tls)
-        wg->check_tls = tls;
-    struct proxy_conf *pc = alloc(c, sizeof *pc);
-    pc->tls = tls;
-    pc->group = g;
-    pc->uri = ps->pass_uri;
-    pc->host = m->proxy_host ? m->proxy_host : "";
-    pc->connect_timeout = m->proxy_timeouts[0];
-    pc->read_timeout = m->proxy_timeouts[1];
-    pc->send_timeout = m->proxy_timeouts[2];
-    pc->next_upstream_tries = m->proxy_tries;
-    pc->from = ps->pass_from;
-    pc->h2 = ps->pass_h2;
-    return pc;
-}
-
 /* The file auth_basic_user_file names, one per path for the whole configuration. */
 static const struct auth_file *auth_file_for(struct config *c, const char *path, const char *from)
 {
@@ -2391,8 +1898,9 @@ static void fill_location(struct config *c, struct vec *roots, struct location *
                           struct config_errors *e)
 {
     l->handler = m->handler;
-    if (m->handler == HANDLER_PROXY && !(l->proxy = proxy_for(c, m, e)))
-        l->handler = HANDLER_STATIC;   /* the configuration fails anyway */
+    for (size_t i = 0; i < nmodules; i++)
+        if (modules[i]->location)
+            modules[i]->location(c, l, m, e);
     l->route = m->route;
     l->ret = m->ret;
     l->alias = m->alias;
@@ -2672,7 +2180,9 @@ int config_finish(struct config *c, struct config_errors *e)
         nsites++;
     c->nsites = nsites ? nsites : 1;
     c->sites = alloc(c, c->nsites * sizeof *c->sites);
-    build_upstreams(c, top, e);
+    for (size_t i = 0; i < nmodules; i++)
+        if (modules[i]->tree)
+            modules[i]->tree(c, top, e);
     struct merged top_m = { .dotfiles = DOTFILES_DENY, .handler = HANDLER_STATIC };
     *(const char **)push(c, &top_m.index, sizeof(char *)) = "index.html";
     merge(c, &top_m, top);
@@ -2768,22 +2278,9 @@ int config_finish(struct config *c, struct config_errors *e)
         build_table(c, &c->listen_sites[j], 1u << j, c->listen[j].text, e);
     build_table(c, &c->all_sites, ~0u, "any address", NULL);
     finish_limits(c);
-    /* Where https_redirect sends a site: its own TLS port, else that of a TLS site of the
-     * same name (nginx's pair of server blocks), else 443. */
-    for (uint32_t i = 0; i < c->nsites; i++) {
-        struct site *site = &c->sites[i];
-        for (int j = 0; j < c->nlisten && !site->https_port; j++)
-            if ((site->listen_mask >> j & 1) && c->listen[j].tls)
-                site->https_port = listen_port(&c->listen[j]);
-        for (int j = 0; j < c->nlisten && !site->https_port && site->name; j++) {
-            const struct site *o = c->listen[j].tls ? site_for_host(&c->listen_sites[j], site->name, strlen(site->name))
-                                                    : NULL;
-            if (o && o != site && o->nnames && !o->catch_all)
-                site->https_port = listen_port(&c->listen[j]);
-        }
-        if (!site->https_port)
-            site->https_port = 443;
-    }
+    for (size_t i = 0; i < nmodules; i++)
+        if (modules[i]->finish)
+            modules[i]->finish(c);
     return e->count > before ? CONFIG_ERROR : CONFIG_OK;
 }
 

@@ -374,7 +374,8 @@ struct config_errors {
 };
 void config_error(struct config_errors *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The keys the file format takes, one table (config.c), and where each may appear. */
+/* The keys the file format takes, one table (config.c's, with the keys of the modules that
+ * add theirs: config_tree.h), and where each may appear. */
 enum { KEY_TOP = 1, KEY_SITE = 2, KEY_LOCATION = 4, KEY_UPSTREAM = 8 };
 struct config_key {
     const char *name;
@@ -382,7 +383,7 @@ struct config_key {
     bool repeats;                  /* may be given more than once in one scope */
     bool section;                  /* "site NAMES {", "location [=] PATH {", "upstream NAME {" */
 };
-extern const struct config_key config_keys[];
+extern struct config_key config_keys[];
 extern const size_t config_nkeys;
 
 /* The built-in routes (app/routes.c tells them, before any parsing): placed by name with

@@ -1,5 +1,8 @@
-/* The reverse proxy's values: proxy_pass's target and an upstream section's servers
- * (config.c places them: proxy_pass in a location, server lines in "upstream NAME {").
+/* The reverse proxy's part of the configuration: its keys (proxy_pass and the proxy_*
+ * keys in a location, site or the top level; server, balance, keepalive,
+ * keepalive_timeout and health_check in "upstream NAME {"), their setters and values,
+ * their merge into a location, and the upstream groups and proxy_conf each proxied
+ * location gets - added to the format by config_add_module (config_tree.h).
  *
  *   proxy_pass = http://127.0.0.1:8081          one server (a name is resolved now)
  *   proxy_pass = http://unix:/run/app.sock:     a unix socket (nginx's spelling)
@@ -11,8 +14,8 @@
  *   server = 127.0.0.1:8082 backup
  *
  * Each is the nginx directive an operator knows, with nginx's defaults.  Whether
- * proxy_pass names a group that exists is config_finish's to check, naming the line of
- * proxy_pass. */
+ * proxy_pass names a group that exists is checked as the tree is built (proxy_for), naming
+ * the line of proxy_pass. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -24,6 +27,7 @@
 #include <sys/un.h>
 
 #include "config.h"
+#include "config_tree.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
 {
@@ -324,3 +328,391 @@ int upstream_parse_server(const char *value, struct upstream_server_conf *s, cha
     }
     return CONFIG_OK;
 }
+
+/* ---- the keys' setters ---- */
+
+static int set_proxy_pass(struct setter_args *a)
+{
+    if (a->s->at[K_RETURN].src || a->s->at[K_HANDLER].src)
+        return WHY("proxy_pass and %s both given", a->s->at[K_RETURN].src ? "return" : "handler");
+    char group[64], uri[256], host[256];
+    struct upstream_server_conf direct;
+    if (proxy_parse_pass(a->value, &a->s->pass_tls, host, sizeof host, group, sizeof group, &direct, uri, sizeof uri,
+                         &a->s->pass_h2, a->why, a->whylen))
+        return -1;
+    a->s->pass_host = config_strdup(a->c, host);
+    a->s->pass_group = config_strdup(a->c, group);
+    a->s->pass_direct = NULL;
+    if (!group[0]) {
+        a->s->pass_direct = config_alloc(a->c, sizeof direct);
+        *a->s->pass_direct = direct;
+    }
+    a->s->pass_uri = config_strdup(a->c, uri);
+    a->s->pass_from = a->from;
+    return 0;
+}
+
+static int set_proxy_timeout(struct setter_args *a, int which, const char *key)
+{
+    double d;
+    if (config_parse_duration(a->value, &d) || d <= 0)
+        return WHY("%s: '%s' is not a duration (like 10s, 250ms, 5m; at most 30 days)", key, a->value);
+    a->s->proxy_timeouts[which] = d;
+    return 0;
+}
+static int set_proxy_connect_timeout(struct setter_args *a) { return set_proxy_timeout(a, 0, "proxy_connect_timeout"); }
+static int set_proxy_read_timeout(struct setter_args *a) { return set_proxy_timeout(a, 1, "proxy_read_timeout"); }
+static int set_proxy_send_timeout(struct setter_args *a) { return set_proxy_timeout(a, 2, "proxy_send_timeout"); }
+
+static int set_proxy_tries(struct setter_args *a)
+{
+    unsigned long long n;
+    if (config_parse_uint(a->value, 100, &n))
+        return WHY("proxy_next_upstream_tries: '%s' is not a count (0: every server)", a->value);
+    a->s->proxy_tries = (uint32_t)n;
+    return 0;
+}
+
+static int set_proxy_host(struct setter_args *a)
+{
+    if (!upstream_host_ok(a->value))
+        return WHY("proxy_set_host: '%.100s' is not a host (a name or an address, perhaps with a port; at most 255 "
+                   "bytes)", a->value);
+    a->s->proxy_host = config_strdup(a->c, a->value);
+    return 0;
+}
+
+static int set_ssl_verify(struct setter_args *a) { return config_set_flag(a, &a->s->ssl.verify, "proxy_ssl_verify"); }
+static int set_ssl_server_name(struct setter_args *a)
+{
+    return config_set_flag(a, &a->s->ssl.server_name, "proxy_ssl_server_name");
+}
+static int set_ssl_session_reuse(struct setter_args *a)
+{
+    return config_set_flag(a, &a->s->ssl.session_reuse, "proxy_ssl_session_reuse");
+}
+static int set_ssl_trusted(struct setter_args *a)
+{
+    a->s->ssl.trusted_from = a->from;
+    return config_set_path(a, &a->s->ssl.trusted, "proxy_ssl_trusted_certificate");
+}
+static int set_ssl_certificate(struct setter_args *a)
+{
+    a->s->ssl.cert_from = a->from;
+    return config_set_path(a, &a->s->ssl.cert, "proxy_ssl_certificate");
+}
+static int set_ssl_certificate_key(struct setter_args *a)
+{
+    a->s->ssl.key_from = a->from;
+    return config_set_path(a, &a->s->ssl.key, "proxy_ssl_certificate_key");
+}
+/* A DNS name or an IP address: what the certificate is checked against. */
+static int set_ssl_name(struct setter_args *a)
+{
+    size_t n = strlen(a->value);
+    bool ok = n && n < 254;
+    for (const char *c = a->value; *c && ok; c++)
+        ok = isalnum((unsigned char)*c) || strchr("-._:", *c);
+    if (!ok)
+        return WHY("proxy_ssl_name: '%.100s' is not a host name or an IP address", a->value);
+    a->s->ssl.name = config_strdup(a->c, a->value);
+    return 0;
+}
+
+static int set_server(struct setter_args *a)
+{
+    struct upstream_server_conf srv;
+    if (upstream_parse_server(a->value, &srv, a->why, a->whylen))
+        return -1;
+    if (a->s->servers.n == MAX_UPSTREAM_SERVERS)
+        return WHY("server: too many servers in one upstream (at most %d)", MAX_UPSTREAM_SERVERS);
+    *(struct upstream_server_conf *)config_push(a->c, &a->s->servers, sizeof srv) = srv;
+    return 0;
+}
+
+static int set_balance(struct setter_args *a)
+{
+    if (!strcmp(a->value, "round_robin"))
+        return a->s->balance = BALANCE_ROUND_ROBIN, 0;
+    if (!strcmp(a->value, "least_conn"))
+        return a->s->balance = BALANCE_LEAST_CONN, 0;
+    return WHY("balance: '%s' is not round_robin or least_conn", a->value);
+}
+
+static int set_keepalive(struct setter_args *a)
+{
+    unsigned long long n;
+    if (config_parse_uint(a->value, 100000, &n))
+        return WHY("keepalive: '%s' is not a count (0 keeps none)", a->value);
+    a->s->keepalive = (uint32_t)n;
+    return 0;
+}
+
+static int set_keepalive_timeout(struct setter_args *a)
+{
+    double d;
+    if (config_parse_duration(a->value, &d) || d <= 0)
+        return WHY("keepalive_timeout: '%s' is not a duration (like 10s, 250ms, 5m; at most 30 days)", a->value);
+    a->s->keepalive_timeout = d;
+    return 0;
+}
+
+static int set_health_check(struct setter_args *a)
+{
+    struct health_check h;
+    char path[256], host[256];
+    if (upstream_parse_health_check(a->value, &h, path, host, sizeof path, a->why, a->whylen))
+        return -1;
+    if (h.path)
+        h.path = config_strdup(a->c, h.path);
+    if (h.host)
+        h.host = config_strdup(a->c, h.host);
+    h.from = a->from;
+    a->s->health = config_alloc(a->c, sizeof h);
+    *a->s->health = h;
+    return 0;
+}
+
+/* ---- the proxy's part of the configuration (config_tree.h) ---- */
+
+static void clear_servers(struct scope *s) { s->servers = (struct vec){ 0 }; }
+
+static void top_defaults(struct scope *t)
+{
+    t->proxy_timeouts[0] = t->proxy_timeouts[1] = t->proxy_timeouts[2] = 60;   /* nginx's defaults */
+    t->ssl.verify = t->ssl.server_name = true;   /* Go's, Caddy's and h2o's (nginx: both off) */
+    t->ssl.session_reuse = true;                 /* nginx's and Go's */
+}
+
+static void merge(struct config *c, struct merged *m, const struct scope *s)
+{
+    (void)c;
+    const struct origin *at = s->at;
+    if (at[K_PROXY_PASS].src) {
+        m->handler = HANDLER_PROXY;
+        m->pass = s;
+        m->route = NULL;
+        m->ret = NULL;
+    }
+    for (int i = 0; i < 3; i++)
+        if (at[K_PROXY_CONNECT_TIMEOUT + i].src || s->kind == SCOPE_TOP)
+            m->proxy_timeouts[i] = s->proxy_timeouts[i];
+    if (at[K_PROXY_NEXT_UPSTREAM_TRIES].src)
+        m->proxy_tries = s->proxy_tries;
+    if (at[K_PROXY_SET_HOST].src)
+        m->proxy_host = s->proxy_host;
+    bool top = s->kind == SCOPE_TOP;
+    if (at[K_PROXY_SSL_VERIFY].src || top)
+        m->ssl.verify = s->ssl.verify;
+    if (at[K_PROXY_SSL_SERVER_NAME].src || top)
+        m->ssl.server_name = s->ssl.server_name;
+    if (at[K_PROXY_SSL_SESSION_REUSE].src || top)
+        m->ssl.session_reuse = s->ssl.session_reuse;
+    if (at[K_PROXY_SSL_NAME].src)
+        m->ssl.name = s->ssl.name;
+    if (at[K_PROXY_SSL_TRUSTED_CERTIFICATE].src) {
+        m->ssl.trusted = s->ssl.trusted;
+        m->ssl.trusted_from = s->ssl.trusted_from;
+    }
+    if (at[K_PROXY_SSL_CERTIFICATE].src) {
+        m->ssl.cert = s->ssl.cert;
+        m->ssl.cert_from = s->ssl.cert_from;
+    }
+    if (at[K_PROXY_SSL_CERTIFICATE_KEY].src) {
+        m->ssl.key = s->ssl.key;
+        m->ssl.key_from = s->ssl.key_from;
+    }
+}
+
+static int add_upstream_server(struct config *c, const struct upstream_server_conf *srv, const char *group,
+                               const struct scope *pool)
+{
+    if (c->nupstream_servers == MAX_UPSTREAM_TOTAL)
+        return -1;
+    struct upstream_server_conf *d = &c->upstream_servers[c->nupstream_servers];
+    *d = *srv;
+    d->index = (uint16_t)c->nupstream_servers++;
+    d->group = group;
+    d->keepalive = pool ? pool->keepalive : 32;
+    d->keepalive_timeout = pool ? pool->keepalive_timeout : 60;
+    return d->index;
+}
+
+/* The upstream sections, as groups: each needs a server that is not a backup. */
+static void build_upstreams(struct config *c, const struct scope *top, struct config_errors *e)
+{
+    c->upstream_servers = config_alloc(c, MAX_UPSTREAM_TOTAL * sizeof *c->upstream_servers);
+    c->upstreams = config_alloc(c, MAX_UPSTREAM_TOTAL * sizeof *c->upstreams);
+    for (const struct scope *u = top->upstreams; u; u = u->next) {
+        if (!u->path[0])
+            continue;
+        bool primary = false;
+        for (uint32_t i = 0; i < u->servers.n; i++)
+            primary |= !((const struct upstream_server_conf *)u->servers.v)[i].backup;
+        if (!u->servers.n)
+            config_error(e, "%s: upstream %s has no server lines", u->from, u->path);
+        else if (!primary)
+            config_error(e, "%s: upstream %s has only backup servers", u->from, u->path);
+        if (c->nupstreams == MAX_UPSTREAM_TOTAL || c->nupstream_servers + u->servers.n > MAX_UPSTREAM_TOTAL) {
+            config_error(e, "%s: too many upstream servers in all (at most %d)", u->from, MAX_UPSTREAM_TOTAL);
+            return;
+        }
+        struct upstream_group *g = &c->upstreams[c->nupstreams++];
+        g->name = u->path;
+        g->balance = u->balance;
+        g->check = u->health;
+        g->from = u->from;
+        g->servers = &c->upstream_servers[c->nupstream_servers];
+        for (uint32_t i = 0; i < u->servers.n; i++)
+            add_upstream_server(c, (const struct upstream_server_conf *)u->servers.v + i, u->path, u);
+        g->nservers = (uint16_t)u->servers.n;
+    }
+}
+
+
+/* The TLS settings of a proxy_pass https:// or h2://, shared with every location that has
+ * the same ones and protocol (so they share one context and their pooled connections).
+ * NULL after an error. */
+static const struct upstream_tls *upstream_tls_for(struct config *c, const struct merged *m, const struct scope *ps,
+                                                   struct config_errors *e)
+{
+    struct upstream_tls want = m->ssl;
+    if (!want.name)
+        want.name = ps->pass_host;
+    want.h2 = ps->pass_h2;
+    if (!want.cert != !want.key) {
+        if (!ps->pass_reported)
+            config_error(e, "%s: %s without %s (a client certificate needs both)",
+                         want.cert ? want.cert_from : want.key_from,
+                         want.cert ? "proxy_ssl_certificate" : "proxy_ssl_certificate_key",
+                         want.cert ? "proxy_ssl_certificate_key" : "proxy_ssl_certificate");
+        return NULL;
+    }
+    struct upstream_tls **tail = &c->upstream_tls;
+    for (; *tail; tail = &(*tail)->next) {
+        const struct upstream_tls *o = *tail;
+        if (config_same_text(o->trusted, want.trusted) && config_same_text(o->cert, want.cert) && config_same_text(o->key, want.key) &&
+            !strcmp(o->name, want.name) && o->verify == want.verify && o->server_name == want.server_name &&
+            o->h2 == want.h2 && o->session_reuse == want.session_reuse)
+            return o;
+    }
+    struct upstream_tls *t = config_alloc(c, sizeof *t);
+    *t = want;
+    t->ctx = NULL;
+    t->next = NULL;
+    *tail = t;
+    return t;
+}
+
+/* What a proxied location passes to: the group proxy_pass names, or a group of its own
+ * address (one per address, shared by the locations that give it).  A group is reached
+ * over one scheme: its servers' pooled connections (and metrics) are either TLS or not.
+ * NULL after an error, reported once per proxy_pass line. */
+static const struct proxy_conf *proxy_for(struct config *c, const struct merged *m, struct config_errors *e)
+{
+    struct scope *ps = (struct scope *)m->pass;
+    const struct upstream_group *g = NULL;
+    for (uint32_t i = 0; i < c->nupstreams && !g; i++) {
+        const struct upstream_group *o = &c->upstreams[i];
+        if (ps->pass_group[0] ? !strcmp(o->name, ps->pass_group)
+                              : !o->name[0] && !strcmp(o->servers[0].text, ps->pass_direct->text))
+            g = o;
+    }
+    if (!g && ps->pass_group[0]) {
+        if (!ps->pass_reported)       /* a top-level location is in every site */
+            config_error(e, "%s: proxy_pass names upstream '%s', which no upstream section defines", ps->pass_from,
+                         ps->pass_group);
+        ps->pass_reported = true;
+        return NULL;
+    }
+    if (!g) {
+        if (c->nupstreams == MAX_UPSTREAM_TOTAL || c->nupstream_servers == MAX_UPSTREAM_TOTAL) {
+            config_error(e, "%s: too many upstream servers in all (at most %d)", ps->pass_from, MAX_UPSTREAM_TOTAL);
+            return NULL;
+        }
+        struct upstream_group *n = &c->upstreams[c->nupstreams++];
+        n->name = "";
+        n->from = ps->pass_from;
+        n->servers = &c->upstream_servers[add_upstream_server(c, ps->pass_direct, "", NULL)];
+        n->nservers = 1;
+        g = n;
+    }
+    struct upstream_group *wg = (struct upstream_group *)g;
+    uint8_t scheme = ps->pass_tls ? 2 : 1;
+    const char *scheme_name = ps->pass_tls ? ps->pass_h2 ? "h2://" : "https://" : ps->pass_h2 ? "h2c://" : "http://";
+    if (wg->scheme && wg->scheme != scheme) {
+        if (!ps->pass_reported)
+            config_error(e,
+                         "%s: upstream %s is passed to over %s here but over %s at %s (TLS or not, one for each upstream)",
+                         ps->pass_from, g->name[0] ? g->name : g->servers[0].text, scheme_name, g->scheme_name,
+                         g->scheme_from);
+        ps->pass_reported = true;
+        return NULL;
+    }
+    if (g->check && g->check->path && ps->pass_h2) {
+        if (!ps->pass_reported)
+            config_error(e, "%s: upstream %s is passed to over %s here, but its health_check at %s asks for a path "
+                         "over HTTP/1.1 (health_check = tcp checks any server)", ps->pass_from, g->name, scheme_name,
+                         g->check->from);
+        ps->pass_reported = true;
+        return NULL;
+    }
+    wg->scheme = scheme;
+    wg->scheme_name = scheme_name;
+    wg->scheme_from = ps->pass_from;
+    for (uint16_t i = 0; i < g->nservers; i++)
+        c->upstream_servers[g->servers[i].index].tls = ps->pass_tls;
+    const struct upstream_tls *tls = NULL;
+    if (ps->pass_tls && !(tls = upstream_tls_for(c, m, ps, e))) {
+        ps->pass_reported = true;
+        return NULL;
+    }
+    if (tls && !wg->check_tls)
+        wg->check_tls = tls;
+    struct proxy_conf *pc = config_alloc(c, sizeof *pc);
+    pc->tls = tls;
+    pc->group = g;
+    pc->uri = ps->pass_uri;
+    pc->host = m->proxy_host ? m->proxy_host : "";
+    pc->connect_timeout = m->proxy_timeouts[0];
+    pc->read_timeout = m->proxy_timeouts[1];
+    pc->send_timeout = m->proxy_timeouts[2];
+    pc->next_upstream_tries = m->proxy_tries;
+    pc->from = ps->pass_from;
+    pc->h2 = ps->pass_h2;
+    return pc;
+}
+
+static void tree(struct config *c, const struct scope *top, struct config_errors *e) { build_upstreams(c, top, e); }
+
+static void location(struct config *c, struct location *l, const struct merged *m, struct config_errors *e)
+{
+    if (m->handler == HANDLER_PROXY && !(l->proxy = proxy_for(c, m, e)))
+        l->handler = HANDLER_STATIC;   /* the configuration fails anyway */
+}
+
+static const struct config_module_key keys[] = {
+    { K_PROXY_PASS, "proxy_pass", KEY_LOCATION, false, set_proxy_pass, NULL },
+    { K_PROXY_CONNECT_TIMEOUT, "proxy_connect_timeout", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_proxy_connect_timeout, NULL },
+    { K_PROXY_READ_TIMEOUT, "proxy_read_timeout", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_proxy_read_timeout, NULL },
+    { K_PROXY_SEND_TIMEOUT, "proxy_send_timeout", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_proxy_send_timeout, NULL },
+    { K_PROXY_NEXT_UPSTREAM_TRIES, "proxy_next_upstream_tries", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_proxy_tries, NULL },
+    { K_PROXY_SET_HOST, "proxy_set_host", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_proxy_host, NULL },
+    { K_PROXY_SSL_VERIFY, "proxy_ssl_verify", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_ssl_verify, NULL },
+    { K_PROXY_SSL_TRUSTED_CERTIFICATE, "proxy_ssl_trusted_certificate", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_ssl_trusted, NULL },
+    { K_PROXY_SSL_NAME, "proxy_ssl_name", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_ssl_name, NULL },
+    { K_PROXY_SSL_SERVER_NAME, "proxy_ssl_server_name", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_ssl_server_name, NULL },
+    { K_PROXY_SSL_SESSION_REUSE, "proxy_ssl_session_reuse", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_ssl_session_reuse, NULL },
+    { K_PROXY_SSL_CERTIFICATE, "proxy_ssl_certificate", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_ssl_certificate, NULL },
+    { K_PROXY_SSL_CERTIFICATE_KEY, "proxy_ssl_certificate_key", KEY_TOP | KEY_SITE | KEY_LOCATION, false, set_ssl_certificate_key, NULL },
+    { K_SERVER, "server", KEY_UPSTREAM, true, set_server, clear_servers },
+    { K_BALANCE, "balance", KEY_UPSTREAM, false, set_balance, NULL },
+    { K_KEEPALIVE, "keepalive", KEY_UPSTREAM, false, set_keepalive, NULL },
+    { K_KEEPALIVE_TIMEOUT, "keepalive_timeout", KEY_UPSTREAM, false, set_keepalive_timeout, NULL },
+    { K_HEALTH_CHECK, "health_check", KEY_UPSTREAM, false, set_health_check, NULL },
+};
+
+static const struct config_module proxy_module = {
+    keys, sizeof keys / sizeof keys[0], top_defaults, merge, tree, location, NULL,
+};
+__attribute__((constructor)) static void register_keys(void) { config_add_module(&proxy_module); }

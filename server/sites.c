@@ -9,9 +9,11 @@
  * and a compare or two, so neither shows beside serving a request; a listener with one
  * site skips the host entirely, and a site whose only prefix is "/" skips the prefixes
  * for every path no exact location could be (location_for_path, config.h). */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "config.h"
+#include "config_tree.h"
 
 static uint32_t hash_start(void) { return 2166136261u; }
 static uint32_t hash_more(uint32_t h, const char *p, size_t n)
@@ -70,3 +72,34 @@ const struct location *location_lookup(const struct site *s, const char *path, s
     }
     return NULL;                      /* every site has "/": only for a path without it */
 }
+
+/* ---- the sites' links, once every site is built (config_tree.h) ---- */
+
+static uint16_t port_of(const struct listen_addr *a)
+{
+    return ntohs(a->addr.ss_family == AF_INET ? ((const struct sockaddr_in *)&a->addr)->sin_port
+                                              : ((const struct sockaddr_in6 *)&a->addr)->sin6_port);
+}
+
+static void link_sites(struct config *c)
+{
+    /* Where https_redirect sends a site: its own TLS port, else that of a TLS site of the
+     * same name (nginx's pair of server blocks), else 443. */
+    for (uint32_t i = 0; i < c->nsites; i++) {
+        struct site *site = &c->sites[i];
+        for (int j = 0; j < c->nlisten && !site->https_port; j++)
+            if ((site->listen_mask >> j & 1) && c->listen[j].tls)
+                site->https_port = port_of(&c->listen[j]);
+        for (int j = 0; j < c->nlisten && !site->https_port && site->name; j++) {
+            const struct site *o = c->listen[j].tls ? site_for_host(&c->listen_sites[j], site->name, strlen(site->name))
+                                                    : NULL;
+            if (o && o != site && o->nnames && !o->catch_all)
+                site->https_port = port_of(&c->listen[j]);
+        }
+        if (!site->https_port)
+            site->https_port = 443;
+    }
+}
+
+static const struct config_module sites_module = { NULL, 0, NULL, NULL, NULL, NULL, link_sites };
+__attribute__((constructor)) static void register_links(void) { config_add_module(&sites_module); }

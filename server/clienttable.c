@@ -27,6 +27,7 @@
  * minute does.  Times are the workers' clocks in milliseconds; one that went back
  * (another worker's clock, read a little earlier) counts as no time. */
 #define _GNU_SOURCE
+#include <endian.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
@@ -117,11 +118,15 @@ bool client_key_addr(const struct client_table *t, const struct sockaddr *sa, st
         return false;
     static const uint8_t v4_mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
     unsigned bits = memcmp(k->b, v4_mapped, 12) ? t->v6_bits : 96u + t->v4_bits;
-    for (unsigned i = 0; i < 16; i++) {
-        unsigned keep = bits > i * 8 ? bits - i * 8 : 0;
-        if (keep < 8)
-            k->b[i] &= (uint8_t)(0xff00u >> keep);
-    }
+    /* The address is in network order: the prefix is the high bits of each big-endian half
+     * (a loop over the 16 bytes cost a third of a limit_req's instructions). */
+    uint64_t hi, lo;
+    memcpy(&hi, k->b, 8);
+    memcpy(&lo, k->b + 8, 8);
+    hi &= htobe64(bits >= 64 ? ~0ull : bits ? ~0ull << (64 - bits) : 0);
+    lo &= htobe64(bits >= 128 ? ~0ull : bits > 64 ? ~0ull << (128 - bits) : 0);
+    memcpy(k->b, &hi, 8);
+    memcpy(k->b + 8, &lo, 8);
     return true;
 }
 

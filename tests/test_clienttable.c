@@ -61,6 +61,33 @@ static void prefixes(void)
     client_table_free(u);
 }
 
+/* Every prefix length, v4 and v6, against the bytes cut one by one. */
+static void every_prefix_length(void)
+{
+    uint64_t seed = 0x243f6a8885a308d3u;
+    for (unsigned bits = 0; bits <= 128; bits++) {
+        struct client_table *t = client_table_new(1 << 12, bits <= 32 ? bits : 32, bits);
+        CHECK(t);
+        for (int n = 0; n < 50; n++) {
+            struct sockaddr_storage ss = { .ss_family = AF_INET6 };
+            uint8_t *a = ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr;
+            for (int i = 0; i < 16; i++)
+                a[i] = (uint8_t)((seed = seed * 6364136223846793005u + 1442695040888963407u) >> 56);
+            bool mapped = n % 2;
+            if (mapped)
+                memcpy(a, (uint8_t[12]){ [10] = 0xff, [11] = 0xff }, 12);
+            unsigned keep = mapped ? 96 + (bits <= 32 ? bits : 32) : bits;
+            uint8_t want[16];
+            for (unsigned i = 0; i < 16; i++)
+                want[i] = keep >= i * 8 + 8 ? a[i] : keep > i * 8 ? a[i] & (uint8_t)(0xff00u >> (keep - i * 8)) : 0;
+            struct client_key k;
+            CHECK(client_key_addr(t, (struct sockaddr *)&ss, &k));
+            CHECK(!memcmp(k.b, want, 16));
+        }
+        client_table_free(t);
+    }
+}
+
 static void key_n(struct client_table *t, uint32_t n, struct client_key *k)
 {
     struct sockaddr_storage a = v6("2001:db8::");
@@ -266,6 +293,7 @@ static void threads(void)
 int main(void)
 {
     RUN(prefixes);
+    RUN(every_prefix_length);
     RUN(connection_counts);
     RUN(pinned_never_evicted);
     RUN(least_recently_seen_first);

@@ -508,6 +508,21 @@ static int set_cert_or_key(struct setter_args *a, struct vec *v, const char *wha
     *(struct named_path *)push(a->c, v, sizeof p) = p;
     return 0;
 }
+/* A ticket's lifetime: whole seconds (OpenSSL counts them so), at most RFC 8446's 7 days. */
+static int set_session_timeout(struct setter_args *a)
+{
+    double d;
+    if (config_parse_duration(a->value, &d) || d < 1 || d > 7 * 86400)
+        return WHY("ssl_session_timeout: '%s' is not a duration from 1s to 7 days (168h)", a->value);
+    a->c->ssl_session_timeout = (double)(long)d;
+    return 0;
+}
+
+/* An empty value: no key files (the process's own keys). */
+static int set_ticket_key(struct setter_args *a)
+{
+    return *a->value ? set_cert_or_key(a, &a->c->parse->ticket_keys, "ssl_session_ticket_key") : 0;
+}
 static int set_cert(struct setter_args *a) { return set_cert_or_key(a, &a->s->certs, "cert"); }
 static int set_keyfile(struct setter_args *a) { return set_cert_or_key(a, &a->s->keys, "key"); }
 
@@ -1007,7 +1022,11 @@ struct config_key config_keys[K_COUNT] = {
     [K_ACCESS_LOG_FORMAT] = { "access_log_format", TOP, false, false },
     [K_LOG_LEVEL] = { "log_level", TOP, false, false },
     [K_PREFACE_TIMEOUT] = { "preface_timeout", TOP, false, false },
+    [K_HANDSHAKE_TIMEOUT] = { "handshake_timeout", TOP, false, false },
     [K_IDLE_TIMEOUT] = { "idle_timeout", TOP, false, false },
+    [K_SSL_SESSION_TICKETS] = { "ssl_session_tickets", TOP, false, false },
+    [K_SSL_SESSION_TICKET_KEY] = { "ssl_session_ticket_key", TOP, true, false },
+    [K_SSL_SESSION_TIMEOUT] = { "ssl_session_timeout", TOP, false, false },
     [K_WRITE_TIMEOUT] = { "write_timeout", TOP, false, false },
     [K_BODY_TIMEOUT] = { "body_timeout", TOP, false, false },
     [K_SHUTDOWN_TIMEOUT] = { "shutdown_timeout", TOP, false, false },
@@ -1070,7 +1089,11 @@ static struct key_def defs[K_COUNT] = {
     [K_ACCESS_LOG_FORMAT] = { T_FN, 0, 0, 0, NULL, set_access_log_format },
     [K_LOG_LEVEL] = { T_FN, 0, 0, 0, NULL, set_log_level },
     [K_PREFACE_TIMEOUT] = { T_DURATION, G(preface_timeout), 0, 0, NULL, NULL },
+    [K_HANDSHAKE_TIMEOUT] = { T_DURATION, G(handshake_timeout), 0, 0, NULL, NULL },
     [K_IDLE_TIMEOUT] = { T_DURATION, G(idle_timeout), 0, 0, NULL, NULL },
+    [K_SSL_SESSION_TICKETS] = { T_BOOL, G(ssl_session_tickets), 0, 0, NULL, NULL },
+    [K_SSL_SESSION_TICKET_KEY] = { T_FN, 0, 0, 0, NULL, set_ticket_key },
+    [K_SSL_SESSION_TIMEOUT] = { T_FN, 0, 0, 0, NULL, set_session_timeout },
     [K_WRITE_TIMEOUT] = { T_DURATION, G(write_timeout), 0, 0, NULL, NULL },
     [K_BODY_TIMEOUT] = { T_DURATION, G(body_timeout), 0, 0, NULL, NULL },
     [K_SHUTDOWN_TIMEOUT] = { T_DURATION, G(shutdown_timeout), 0, 0, NULL, NULL },
@@ -1217,7 +1240,10 @@ struct config *config_new(void)
     c->access_log = "";
     c->access_log_from = CONFIG_BUILTIN;
     c->log_level = LOG_INFO;
-    c->preface_timeout = 10;
+    c->preface_timeout = 60;
+    c->handshake_timeout = 60;
+    c->ssl_session_tickets = true;
+    c->ssl_session_timeout = 12 * 3600;
     c->idle_timeout = 300;
     c->write_timeout = 30;
     c->body_timeout = 30;
@@ -1263,6 +1289,7 @@ static void clear_repeating(struct config_parse *p, struct scope *s, int k)
     case K_ALLOW: case K_DENY: s->access = (struct vec){ 0 }; s->at[K_ALLOW].src = s->at[K_DENY].src = p->src; break;
     case K_ERROR_PAGE: s->errors = (struct vec){ 0 }; break;
     case K_REAL_IP_FROM: p->real_ip = (struct vec){ 0 }; break;
+    case K_SSL_SESSION_TICKET_KEY: p->ticket_keys = (struct vec){ 0 }; break;
     case K_BUILTIN_ROUTES_ALLOW: p->builtin_allow = (struct vec){ 0 }; break;
     case K_LIMIT_REQ: s->limit_req = (struct vec){ 0 }; break;
     default:
@@ -1301,7 +1328,7 @@ static void set_key(struct config *c, struct scope *s, const char *key, const ch
     struct origin *at = &s->at[k];
     bool cli = !p->line;
     struct scope saved;
-    struct vec saved_real_ip = p->real_ip, saved_builtin_allow = p->builtin_allow;
+    struct vec saved_real_ip = p->real_ip, saved_builtin_allow = p->builtin_allow, saved_tickets = p->ticket_keys;
     bool replacing = config_keys[k].repeats && at->src != p->src;
     if (replacing) {
         saved = *s;                /* a line that fails replaces nothing */
@@ -1319,6 +1346,7 @@ static void set_key(struct config *c, struct scope *s, const char *key, const ch
             *s = saved;
             p->real_ip = saved_real_ip;
             p->builtin_allow = saved_builtin_allow;
+            p->ticket_keys = saved_tickets;
         }
         config_error(e, "%s: %s", where, why);
         return;
@@ -2172,6 +2200,8 @@ int config_finish(struct config *c, struct config_errors *e)
     const struct scope *top = &p->top;
     c->real_ip_from = p->real_ip.v;
     c->nreal_ip_from = (uint16_t)p->real_ip.n;
+    c->ticket_key_files = p->ticket_keys.v;
+    c->nticket_key_files = (uint32_t)p->ticket_keys.n;
     c->builtin_allow = p->builtin_allow.v;
     c->nbuiltin_allow = (uint16_t)p->builtin_allow.n;
     /* The sites: the file's, or the top level as the one site for every host. */

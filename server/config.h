@@ -271,6 +271,10 @@ struct site_table {
     uint32_t mask;
 };
 
+struct named_path {
+    const char *path, *from;       /* from: "file:line" of the key that named it */
+};
+
 struct tls_pair {
     const char *cert, *key;
     const char *cert_from, *key_from;
@@ -287,6 +291,7 @@ enum real_ip_header { REAL_IP_X_FORWARDED_FOR, REAL_IP_FORWARDED, REAL_IP_X_REAL
 enum access_log_format { ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
 
 struct config_parse;               /* config.c: what parsing keeps until config_finish */
+struct ticket_keys;
 struct client_table;
 struct config_cleanup;
 
@@ -305,7 +310,7 @@ struct config {
     const char *access_log_from;   /* where it was set */
     int access_log_format;         /* enum access_log_format */
     int log_level;
-    double preface_timeout, idle_timeout, write_timeout, body_timeout, shutdown_timeout, scavenge_interval;
+    double preface_timeout, handshake_timeout, idle_timeout, write_timeout, body_timeout, shutdown_timeout, scavenge_interval;
     long max_conns;                /* 0 = auto (config_max_conns) */
     long max_handlers;             /* per worker; 0 = auto (config_max_handlers) */
     uint32_t max_concurrent_streams;
@@ -327,6 +332,13 @@ struct config {
     /* The per-client table (clienttable.c): its size and the address prefixes it keys
      * by (both take a restart), every limit_req rule, and the table itself - the
      * process's, which main.c gives every configuration once one has asked for a limit. */
+    /* TLS session tickets (core/tickets.c): on, their lifetime, the key files and the keys
+     * read from them when the configuration is prepared (NULL: the process's own keys). */
+    bool ssl_session_tickets;
+    double ssl_session_timeout;
+    const struct named_path *ticket_key_files;
+    uint32_t nticket_key_files;
+    const struct ticket_keys *ticket_keys;
     unsigned long long limit_zone_size;
     uint32_t limit_prefix_v4, limit_prefix_v6;
     const struct limit_req_rule *const *limit_rules;

@@ -57,12 +57,10 @@ enum key_id {
     K_PROXY_SSL_CERTIFICATE, K_PROXY_SSL_CERTIFICATE_KEY,
     K_AUTH_BASIC, K_AUTH_BASIC_USER_FILE, K_AUTH_REQUEST, K_AUTH_REQUEST_COPY_HEADERS,
     K_MAX_CONNS_PER_CLIENT, K_LIMIT_REQ, K_LIMIT_STATUS, K_LIMIT_ZONE_SIZE, K_LIMIT_PREFIX_V4, K_LIMIT_PREFIX_V6,
+    K_HANDSHAKE_TIMEOUT, K_SSL_SESSION_TICKETS, K_SSL_SESSION_TICKET_KEY, K_SSL_SESSION_TIMEOUT,
     K_COUNT
 };
 
-struct named_path {
-    const char *path, *from;
-};
 
 struct scope {
     uint8_t kind;                  /* enum scope_kind */
@@ -139,6 +137,7 @@ struct config_parse {
                                       embedded default or the command line */
     bool cli_listen;               /* a --listen has replaced every listen line */
     struct vec real_ip;            /* struct access_rule, all allow */
+    struct vec ticket_keys;        /* struct named_path: ssl_session_ticket_key */
     struct vec builtin_allow;      /* struct access_rule, all allow */
 };
 

@@ -10,6 +10,9 @@ enum close_reason { CLOSED_PEER, CLOSED_IDLE, CLOSED_TIMEOUT, CLOSED_GOAWAY, CLO
 extern const char *const close_reason_names[CLOSED_REASONS];
 /* Why max_conns_per_client refused a connection (core/connlimit.c). */
 enum conn_refusal { REFUSED_OVER_LIMIT, REFUSED_TABLE_FULL, CONN_REFUSALS };
+/* How a TLS handshake ended (core/serve.c). */
+enum handshake_end { HS_FULL, HS_RESUMED, HS_FAILED, HS_TIMED_OUT, HANDSHAKE_ENDS };
+extern const char *const handshake_end_names[HANDSHAKE_ENDS];
 
 struct worker_counters {
     uint64_t conns, parked_conns, serve_coroutines, handler_coroutines;
@@ -19,6 +22,8 @@ struct worker_counters {
     uint64_t bytes_in, bytes_out;                  /* on the sockets, after TLS */
     uint64_t closed[CLOSED_REASONS];
     uint64_t conns_refused[CONN_REFUSALS];
+    uint64_t handshakes[HANDSHAKE_ENDS];
+    uint64_t handshakes_waiting;                   /* ClientHellos in, queued for a turn (worker.c) */
 };
 
 static inline void counter_add(uint64_t *c, int64_t d)

@@ -54,7 +54,7 @@ static void embedded_default_parses(void)
     CHECK(root && !root->exact && root->handler == HANDLER_STATIC && !strcmp(root->docroot->path, "./www"));
     CHECK(root->docroot->builtin_default && !strcmp(root->docroot->from, CONFIG_BUILTIN));
     CHECK(loc_of(&c->sites[0], "/-/healthz")->handler == HANDLER_BUILTIN && loc_of(&c->sites[0], "/metrics")->implicit);
-    CHECK(c->preface_timeout == 10 && c->idle_timeout == 300 && c->write_timeout == 30 && c->shutdown_timeout == 10);
+    CHECK(c->preface_timeout == 60 && c->handshake_timeout == 60 && c->idle_timeout == 300 && c->write_timeout == 30 && c->shutdown_timeout == 10);
     CHECK(c->max_concurrent_streams == 100 && c->max_header_list_size == 65536);
     /* The size is the file's: it ends in its last newline, not in a NUL or padding. */
     CHECK(strlen(default_conf_text) == default_conf_size && default_conf_text[default_conf_size - 1] == '\n');

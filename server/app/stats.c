@@ -379,6 +379,16 @@ static void metrics(struct request *r)
         snprintf(labels, sizeof labels, "{reason=\"%s\"}", close_reason_names[i]);
         sample(&b, "h2park_connections_closed_total", labels, (double)n.closed[i]);
     }
+    family(&b, "h2park_tls_handshakes_total", "counter",
+           "TLS handshakes, by end: full, resumed (a session ticket), failed (refused or broken off), timed_out "
+           "(handshake_timeout).");
+    for (int i = 0; i < HANDSHAKE_ENDS; i++) {
+        snprintf(labels, sizeof labels, "{result=\"%s\"}", handshake_end_names[i]);
+        sample(&b, "h2park_tls_handshakes_total", labels, (double)n.handshakes[i]);
+    }
+    metric(&b, "h2park_tls_handshakes_waiting", "gauge",
+           "TLS handshakes whose ClientHello came, waiting for their worker (a storm of clients).",
+           (double)n.handshakes_waiting);
     family(&b, "h2park_coroutines", "gauge", "Live coroutines, by kind: serve loops and request handlers.");
     sample(&b, "h2park_coroutines", "{kind=\"serve\"}", (double)n.serve_coroutines);
     sample(&b, "h2park_coroutines", "{kind=\"handler\"}", (double)n.handler_coroutines);

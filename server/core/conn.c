@@ -4,8 +4,9 @@
  *
  * The watcher waits for readability while the protocol takes input - that is what
  * wakes a parked connection - and for writability only while output is stuck.  The
- * single timer is set to the nearest of four deadlines: a head that is due (the preface
- * or first SETTINGS, an HTTP/1.1 request head: preface_timeout), idle with no request
+ * single timer is set to the nearest of four deadlines: a head that is due (a TLS
+ * handshake: handshake_timeout; then the preface or first SETTINGS, an HTTP/1.1 request
+ * head: preface_timeout), idle with no request
  * (idle_timeout), output stuck (write_timeout), and a forced close; its callback records
  * which one passed and wakes the connection, and the serve loop acts on it (through the
  * protocol, which knows what to say: GOAWAY, 408, or nothing). */
@@ -31,6 +32,9 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
     __builtin_prefetch(c->proto_state);     /* the protocol's state: the step's first look (serve.c) */
     if (revents & EV_READ)
         c->input_drained = false;
+    /* A ClientHello waiting: the handshake's dear step, taken a bounded number at a time. */
+    if (c->state == CONN_HANDSHAKE && (revents & EV_READ) && SSL_in_before(c->sock.ssl) && !worker_handshake_turn(c))
+        return;
     conn_wake(c);
 }
 
@@ -39,7 +43,7 @@ static ev_tstamp next_deadline(const struct conn *c, int *kind)
     ev_tstamp best = 0;
     *kind = TIMEOUT_NONE;
     if (c->head_due) {
-        best = c->since + c->w->cfg->preface_timeout;
+        best = c->since + conn_head_timeout(c);
         *kind = TIMEOUT_HEAD;
     } else if (!(c->requests && conn_runtime.open(c)) && c->w->cfg->idle_timeout > 0) {
         best = c->since + c->w->cfg->idle_timeout;
@@ -55,15 +59,30 @@ static ev_tstamp next_deadline(const struct conn *c, int *kind)
     return best;
 }
 
+/* A ClientHello that came in time but that the worker has not looked at yet: the loop
+ * runs a passed deadline's timer before the readiness reported with it. */
+static bool handshake_not_begun_but_due(const struct conn *c)
+{
+    char b;
+    return c->state == CONN_HANDSHAKE && !c->hs_deadline_moved && SSL_in_before(c->sock.ssl) &&
+           recv(c->sock.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct conn *c = t->data;
     int kind;
     ev_tstamp when = next_deadline(c, &kind);
-    if (!when)
-        return;
+    if (!when || c->hs_waiting)
+        return;                            /* (waiting for its turn: re-armed when it comes) */
     if (when > ev_now(loop) + 0.001) {     /* the state moved on: re-aim */
+        conn_arm_timer(c);
+        return;
+    }
+    if (kind == TIMEOUT_HEAD && handshake_not_begun_but_due(c)) {
+        c->hs_deadline_moved = true;       /* its turn counts from now: once */
+        c->since = ev_now(loop);
         conn_arm_timer(c);
         return;
     }
@@ -103,8 +122,8 @@ struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, c
     c->sock.fd = fd;
     c->tls = flags & CONN_TLS;
     c->listener = (uint8_t)slot;
-    /* The PROXY header, the TLS handshake and the protocol's preface or first head all
-     * count against one preface_timeout from here. */
+    /* The PROXY header and the TLS handshake count against handshake_timeout from here
+     * (a cleartext connection's header and first head against preface_timeout). */
     c->since = c->last_io = ev_now(w->loop);
     c->head_due = true;
     if (salen <= sizeof c->peer)
@@ -289,6 +308,7 @@ void conn_close(struct conn *c)
     if (c->requests)
         conn_runtime.cancel_all(c);
     worker_forget_ready(w, c);
+    worker_forget_handshake(w, c);
     if (c->proto && c->proto->destroy)
         c->proto->destroy(c);
     /* Closing on our own words (GOAWAY, an error response) to a peer that may still be

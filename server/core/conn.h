@@ -143,6 +143,11 @@ struct worker {
     bool accepting, shutting_down;
     struct conn *conns;            /* all connections of this worker */
     struct conn *ready, *ready_tail;
+    /* TLS handshakes whose ClientHello is in, waiting for a loop iteration with room
+     * (worker_handshake_turn), linked by ready_next: a connection in its handshake is
+     * never on the ready list. */
+    struct conn *hs_wait, *hs_wait_tail;
+    unsigned hs_begun;             /* handshakes begun in this loop iteration */
     time_t refused_logged, emfile_logged, limit_full_logged;   /* rate limits for repeated warnings */
     struct worker_counters n;
     /* Input is read here and handed on before anything can yield, so one buffer serves
@@ -196,6 +201,11 @@ void listeners_commit(const struct listener *plan);
 void worker_conn_opened(void);
 void worker_conn_closed(struct worker *w);
 void worker_forget_ready(struct worker *w, struct conn *c);
+/* c's ClientHello has come (its handshake's costly step is due): true to begin it now,
+ * false if this loop iteration has begun as many as it may - then c waits its turn, in
+ * order, without its watcher, and is woken by the worker (its deadline counting from then). */
+bool worker_handshake_turn(struct conn *c);
+void worker_forget_handshake(struct worker *w, struct conn *c);
 /* Shuts fd's write side and drops what the peer still sends for a while (linger.c). */
 void linger_close(struct worker *w, int fd);
 
@@ -245,6 +255,9 @@ struct conn {
      *   tls_config_held   conn_new (an SSL object)             serve.c after the handshake         -
      *   input_drained     serve.c: a read found EAGAIN         on_io (readable)                    - (serve.c reads)
      *   client_counted    accept (worker.c), proxyproto.c      connlimit_release                   -
+     *   hs_waiting        worker_handshake_turn (queued)       the queue's turn, conn_close        - (no watcher,
+     *                                                                                                no deadline)
+     *   hs_deadline_moved on_timer: a ClientHello not looked at  never                               -
      *
      * Besides the bits: timed_out (set by the timer, conn_close_soon, conn_abort_stalled;
      * cleared by serve.c's handle_timeout) blocks; so do output in sock (conn_out_pending),
@@ -260,6 +273,8 @@ struct conn {
     bool tls_config_held : 1;      /* ssl's handshake holds its configuration (tls.c) */
     bool input_drained : 1;        /* the last read found the socket empty, and no readiness came since */
     bool client_counted : 1;       /* counted in the client table (connlimit.c): released as it closes */
+    bool hs_waiting : 1;           /* in w->hs_wait: its handshake waits for a loop iteration with room */
+    bool hs_deadline_moved : 1;    /* its ClientHello was in when the deadline passed: moved once (conn.c) */
     union {
         struct sockaddr sa;
         struct sockaddr_in in;
@@ -274,6 +289,12 @@ struct conn *conn_new(struct worker *w, int fd, unsigned flags, unsigned slot, c
                       socklen_t salen);
 void conn_set_state(struct conn *c, enum conn_state to);
 void conn_begin(struct conn *c);           /* the stage after the PROXY header */
+/* How long a head may take from c->since: a TLS connection's PROXY header and handshake
+ * have handshake_timeout, then (or a cleartext connection from accept) preface_timeout. */
+static inline double conn_head_timeout(const struct conn *c)
+{
+    return c->tls && c->state < CONN_OPEN ? c->w->cfg->handshake_timeout : c->w->cfg->preface_timeout;
+}
 /* The peer as "addr:port", for logs (formatted per call into a per-thread buffer). */
 const char *conn_peer(const struct conn *c);
 const char *conn_peer_address(const struct conn *c);      /* without the port */
@@ -337,6 +358,14 @@ int tls_prepare(struct config *c, struct config_errors *e);
  * holds a reference to c until tls_config_release, once its handshake is over. */
 SSL *tls_new_ssl(const struct config *c, unsigned slot, int fd);
 void tls_config_release(SSL *ssl);
+/* The configuration ssl's contexts belong to (its handshake holds it). */
+const struct config *tls_config_of(const SSL *ssl);
+/* tickets.c: session tickets.  tickets_prepare reads c's key files (when c is prepared);
+ * tickets_use sets a context's tickets as c says; tickets_bind_certificate confines
+ * resuming to the context's certificate. */
+int tickets_prepare(struct config *c, struct config_errors *e);
+void tickets_use(SSL_CTX *ctx, const struct config *c);
+int tickets_bind_certificate(SSL_CTX *ctx);
 bool tls_cipher_adequate(SSL *ssl);
 /* The name the client asked for (SNI), or NULL. */
 const char *tls_server_name(SSL *ssl);

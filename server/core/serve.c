@@ -34,6 +34,8 @@ static enum step handshake(struct conn *c)
     case HANDSHAKE_DONE: {
         c->tls_config_held = false;    /* the server-name callback is done with it */
         tls_config_release(c->sock.ssl);
+        counter_add(&c->w->n.handshakes[SSL_session_reused(c->sock.ssl) ? HS_RESUMED : HS_FULL], 1);
+        c->since = ev_now(c->w->loop);  /* preface_timeout counts from here */
         const unsigned char *alpn = NULL;
         unsigned len = 0;
         SSL_get0_alpn_selected(c->sock.ssl, &alpn, &len);
@@ -50,6 +52,7 @@ static enum step handshake(struct conn *c)
     default: {
         /* A refused client, logged with what it lacked (no common protocol, version,
          * cipher); a peer that just went away is not worth a line. */
+        counter_add(&c->w->n.handshakes[HS_FAILED], 1);
         unsigned long e = ERR_peek_error();
         if (e)
             log_msg(LOG_INFO, "%s: refused: TLS handshake: %s", conn_peer(c), ERR_reason_error_string(e));
@@ -75,6 +78,8 @@ static bool handle_timeout(struct conn *c)
     case TIMEOUT_NONE:
         return false;
     default:
+        if (c->state == CONN_HANDSHAKE)
+            counter_add(&c->w->n.handshakes[HS_TIMED_OUT], 1);
         if (c->state != CONN_OPEN || !c->proto)
             return true;       /* mid-handshake: nothing to say */
         return c->proto->timeout(c, kind);
@@ -91,14 +96,14 @@ static bool wants_input(const struct conn *c)
  * an HTTP/2 GOAWAY counts them).  One not heard from yet, or still before its protocol
  * (PROXY header, TLS handshake), was most likely accepted just as its first request was
  * sent: a restart must not drop that request, so it gets SHUTDOWN_GRACE to arrive (never
- * longer than its preface_timeout) and is then closed like any silent connection. */
+ * longer than its head's timeout) and is then closed like any silent connection. */
 #define SHUTDOWN_GRACE 1.0
 
 static bool heard_and_open(const struct conn *c) { return c->state == CONN_OPEN && c->heard; }
 
 static void shutdown_grace(struct conn *c)
 {
-    ev_tstamp due = ev_now(c->w->loop) + SHUTDOWN_GRACE - c->w->cfg->preface_timeout;
+    ev_tstamp due = ev_now(c->w->loop) + SHUTDOWN_GRACE - conn_head_timeout(c);
     if (!heard_and_open(c) && (c->since > due || !c->head_due)) {
         c->since = due;
         c->head_due = true;

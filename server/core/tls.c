@@ -20,9 +20,9 @@
  * between accept and ClientHello cannot free what the callback reads.  Every problem with a
  * certificate or key is reported with the config lines that named them.
  *
- * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), no session
- * tickets are sent and no session cache is kept, so an idle TLS connection holds only
- * its SSL object. */
+ * Buffers are released while a connection is idle (SSL_MODE_RELEASE_BUFFERS), and no
+ * session cache is kept - a returning client resumes with a session ticket (tickets.c),
+ * whose state it carries itself - so an idle TLS connection holds only its SSL object. */
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -215,9 +215,45 @@ static int on_server_name(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* The ClientHello's server name (RFC 6066 3: a list holding one host_name), copied to
+ * out as a string; false if there is none or it is malformed. */
+static bool hello_server_name(SSL *ssl, char *out, size_t cap)
+{
+    const unsigned char *p;
+    size_t len;
+    if (!SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len) || len < 5)
+        return false;
+    size_t list = (size_t)p[0] << 8 | p[1], name = (size_t)p[3] << 8 | p[4];
+    if (list + 2 != len || p[2] != TLSEXT_NAMETYPE_host_name || name + 5 > len || !name || name >= cap ||
+        memchr(p + 5, 0, name))
+        return false;
+    memcpy(out, p + 5, name);
+    out[name] = 0;
+    return true;
+}
+
+/* Before anything else of a ClientHello is looked at: the context of the site its name
+ * belongs to, as on_server_name chooses later.  Switching this early is what confines a
+ * session ticket to its site: the ticket is opened before on_server_name runs, and
+ * OpenSSL resumes only a session of the context the connection is in (tickets.c). */
+static int on_client_hello(SSL *ssl, int *alert, void *arg)
+{
+    (void)alert;
+    const struct listen_sni *l = arg;
+    char name[256];
+    const struct site *s = site_for_sni(l->t, hello_server_name(ssl, name, sizeof name) ? name : NULL);
+    if (!s || s->tls < 0)
+        s = l->t->dflt;
+    if (s && s->tls >= 0)
+        SSL_set_SSL_CTX(ssl, l->c->tls[s->tls].ctx);
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 int tls_prepare(struct config *c, struct config_errors *e)
 {
     int before = e->count;
+    if (tickets_prepare(c, e))
+        return -1;
     for (uint32_t t = 0; t < c->ntls; t++) {
         struct tls_identity *id = &c->tls[t];
         SSL_CTX *ctx = base_ctx();
@@ -235,8 +271,14 @@ int tls_prepare(struct config *c, struct config_errors *e)
             config_error(e, "%s", err);
             ok = false;
         }
-        if (ok)
+        if (ok && tickets_bind_certificate(ctx)) {
+            config_error(e, "cannot set a TLS session context: %s", ssl_reason());
+            ok = false;
+        }
+        if (ok) {
+            tickets_use(ctx, c);
             id->ctx = ctx;
+        }
     }
     for (uint32_t i = 0; i < c->nsites && e->count == before; i++)
         if (c->sites[i].tls >= 0 && c->tls[c->sites[i].tls].npairs)
@@ -257,6 +299,8 @@ int tls_prepare(struct config *c, struct config_errors *e)
             continue;
         }
         *l = (struct listen_sni){ c, &c->listen_sites[i] };
+        tickets_use(ctx, c);
+        SSL_CTX_set_client_hello_cb(ctx, on_client_hello, l);
         SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
         SSL_CTX_set_tlsext_servername_arg(ctx, l);
         c->listen_ctx[i] = ctx;
@@ -278,6 +322,11 @@ SSL *tls_new_ssl(const struct config *c, unsigned slot, int fd)
         config_ref((struct config *)c);   /* until the handshake is over */
     }
     return ssl;
+}
+
+const struct config *tls_config_of(const SSL *ssl)
+{
+    return config_slot >= 0 ? SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), config_slot) : NULL;
 }
 
 void tls_config_release(SSL *ssl)

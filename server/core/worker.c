@@ -20,7 +20,18 @@
  * descriptors; a short timer resumes it, so neither case spins the loop.  Shutdown
  * arrives through an ev_async: stop accepting, ask every connection to stop (a GOAWAY,
  * or a close between requests; parked ones are woken for it), and leave the loop when
- * the last connection has closed or shutdown_timeout has passed. */
+ * the last connection has closed or shutdown_timeout has passed.
+ *
+ * TLS handshakes in a storm (thousands of clients arriving at once, after a network blip
+ * or a restart): a full handshake's first step - the ClientHello's key exchange and
+ * signature - costs the worker about half a millisecond, so one loop iteration begins
+ * at most HANDSHAKES_PER_TURN of them; the rest wait in order (w->hs_wait), their
+ * watchers stopped, and begin in later iterations.  Established connections thus wait at
+ * most one such batch between their turns, and a client's handshake_timeout counts from
+ * when its turn came, never while it queued: a storm is served at the worker's pace
+ * instead of timing out the handshakes it has not reached and wasting the work spent on
+ * the others.  Accepting goes on meanwhile (a connection waiting costs its struct and its
+ * SSL object; max_conns bounds them). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
@@ -37,11 +48,13 @@
 
 #define ACCEPT_BURST 64
 #define ACCEPT_RETRY 0.1
+#define HANDSHAKES_PER_TURN 16
 
 struct worker *workers;
 void (*worker_tick_hook)(int worker, ev_tstamp now, const struct worker_counters *n, const struct config *cfg);
 void (*worker_config_hook)(const struct config *c, struct ev_loop *loop);
 const char *const close_reason_names[CLOSED_REASONS] = { "peer", "idle", "timeout", "goaway", "error" };
+const char *const handshake_end_names[HANDSHAKE_ENDS] = { "full", "resumed", "failed", "timed_out" };
 _Atomic int shutting_down;
 int nworkers;
 static _Atomic long live_conns;
@@ -121,23 +134,79 @@ void conn_mark_ready(struct conn *c)
     ev_idle_start(w->loop, &w->ready_idle);
 }
 
-void worker_forget_ready(struct worker *w, struct conn *c)
+/* Takes c out of a list linked by ready_next (a walk: only a closing connection leaves
+ * a list before its turn). */
+static void unlink_waiting(struct conn **head, struct conn **tail, struct conn *c)
 {
-    if (!c->ready)
-        return;
     struct conn *prev = NULL;
-    for (struct conn *r = w->ready; r; prev = r, r = r->ready_next) {
+    for (struct conn *r = *head; r; prev = r, r = r->ready_next) {
         if (r != c)
             continue;
         if (prev)
             prev->ready_next = c->ready_next;
         else
-            w->ready = c->ready_next;
-        if (w->ready_tail == c)
-            w->ready_tail = prev;
-        break;
+            *head = c->ready_next;
+        if (*tail == c)
+            *tail = prev;
+        return;
     }
+}
+
+void worker_forget_ready(struct worker *w, struct conn *c)
+{
+    if (!c->ready)
+        return;
+    unlink_waiting(&w->ready, &w->ready_tail, c);
     c->ready = false;
+}
+
+bool worker_handshake_turn(struct conn *c)
+{
+    struct worker *w = c->w;
+    if (c->hs_waiting)
+        return false;
+    if (!w->hs_wait && w->hs_begun < HANDSHAKES_PER_TURN) {
+        w->hs_begun++;
+        return true;
+    }
+    c->hs_waiting = true;
+    c->ready_next = NULL;
+    if (w->hs_wait_tail)
+        w->hs_wait_tail->ready_next = c;
+    else
+        w->hs_wait = c;
+    w->hs_wait_tail = c;
+    conn_watch(c, false, false);
+    counter_add(&w->n.handshakes_waiting, 1);
+    ev_idle_start(w->loop, &w->ready_idle);
+    return false;
+}
+
+void worker_forget_handshake(struct worker *w, struct conn *c)
+{
+    if (!c->hs_waiting)
+        return;
+    unlink_waiting(&w->hs_wait, &w->hs_wait_tail, c);
+    c->hs_waiting = false;
+    counter_add(&w->n.handshakes_waiting, -1);
+}
+
+/* The handshakes this iteration has room for, oldest first; its deadline counts from now. */
+static void begin_waiting_handshakes(struct worker *w)
+{
+    while (w->hs_wait && w->hs_begun < HANDSHAKES_PER_TURN) {
+        struct conn *c = w->hs_wait;
+        w->hs_wait = c->ready_next;
+        if (!w->hs_wait)
+            w->hs_wait_tail = NULL;
+        c->hs_waiting = false;
+        counter_add(&w->n.handshakes_waiting, -1);
+        w->hs_begun++;
+        c->since = ev_now(w->loop);
+        conn_arm_timer(c);
+        conn_wake(c);
+    }
+    w->hs_begun = 0;
 }
 
 static void on_ready_check(struct ev_loop *loop, ev_check *chk, int revents)
@@ -152,7 +221,8 @@ static void on_ready_check(struct ev_loop *loop, ev_check *chk, int revents)
         c->ready = false;
         conn_wake(c);
     }
-    if (!w->ready)
+    begin_waiting_handshakes(w);
+    if (!w->ready && !w->hs_wait)
         ev_idle_stop(loop, &w->ready_idle);
 }
 
@@ -566,5 +636,8 @@ void workers_sum(struct worker_counters *out)
             out->closed[r] += __atomic_load_n(&n->closed[r], __ATOMIC_RELAXED);
         for (int r = 0; r < CONN_REFUSALS; r++)
             out->conns_refused[r] += __atomic_load_n(&n->conns_refused[r], __ATOMIC_RELAXED);
+        for (int r = 0; r < HANDSHAKE_ENDS; r++)
+            out->handshakes[r] += __atomic_load_n(&n->handshakes[r], __ATOMIC_RELAXED);
+        out->handshakes_waiting += __atomic_load_n(&n->handshakes_waiting, __ATOMIC_RELAXED);
     }
 }

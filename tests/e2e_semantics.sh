@@ -202,7 +202,7 @@ if [ -n "$CHROMIUM" ]; then
         --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$TMP/chromium" \
         --virtual-time-budget=3000 --dump-dom "$H/-/dashboard" 2>/dev/null)
   drawn=$(echo "$dom" | grep -oE '<polyline [^>]*points="[0-9][^"]+"' | wc -l)
-  [ "$drawn" = 13 ] && echo "$dom" | grep -qE '[0-9]+ connections, [0-9]+ parked'; check dashboard_drawn_in_chromium $? "$drawn polylines drawn"
+  [ "$drawn" = 16 ] && echo "$dom" | grep -qE '[0-9]+ connections, [0-9]+ parked'; check dashboard_drawn_in_chromium $? "$drawn polylines drawn"
 else
   echo "ok dashboard_drawn_in_chromium # SKIP chromium is not installed (apt-get install chromium)"
 fi

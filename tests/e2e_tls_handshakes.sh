@@ -30,10 +30,10 @@ metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { prin
 
 # ---- a storm ----
 P=$(free_port); T=$(free_port)
-conf "$D/storm.conf" "$P" "$T" "handshake_timeout = 500ms"
+conf "$D/storm.conf" "$P" "$T" "handshake_timeout = 1s"
 start_config "$D/storm.conf" "$P" || exit 1
 out=$(timeout 120 $PY "$(dirname "$0")/tls_storm.py" "$T" 3000 60)
-echo "# storm of 3000 ClientHellos, handshake_timeout 500ms: $out"
+echo "# storm of 3000 ClientHellos, handshake_timeout 1s: $out"
 case $out in *"flights=3000 "*) r=0 ;; *) r=1 ;; esac
 check storm_every_clienthello_answered $r "$out (a deadline counted while the handshake waited for the worker)"
 case $out in *"healthz=200 "*) r=0 ;; *) r=1 ;; esac
@@ -73,6 +73,10 @@ for v in 1.3 1.2; do
 done
 res=$(metric "$P" 'h2park_tls_handshakes_total{result="resumed"}')
 [ "$res" = 6 ]; check resumed_counted $? "resumed=$res"
+sleep 1.2   # a dashboard sample, once a second
+d=$(curl -s "http://127.0.0.1:$P/-/dashboard/data")
+$PY -c 'import json, sys; d = json.loads(sys.argv[1]); n = len(d["seconds"]); assert n >= 1 and all(len(d[k]) == n for k in ("handshakes_full_total", "handshakes_resumed_total", "handshakes_waiting")); assert d["handshakes_resumed_total"][-1] == 6 and d["handshakes_full_total"][-1] >= 6, (d["handshakes_full_total"], d["handshakes_resumed_total"])' "$d"
+check dashboard_handshakes_data $? "$(grep -oE '"handshakes_[a-z_]*":\[[^]]*' <<< "$d" | cut -c1-60 | tr '\n' ' ')"
 # Across a reload: the process's own keys stay.
 coproc RES { timeout 60 $PY "$(dirname "$0")/tls_resume.py" 1.3 "$T:a.test" wait "$T:a.test"; }
 read -r first <&"${RES[0]}"; read -r w <&"${RES[0]}"

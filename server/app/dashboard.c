@@ -23,10 +23,11 @@
 #define MAX_RINGS 1024
 
 enum { S_CONNS, S_PARKED, S_SERVE, S_HANDLERS, S_PARKED_HANDLERS, S_PARKED_HANDLER_BYTES, S_REQUESTS, S_RSS,
-       S_STACK, S_HEAP, S_CLIENTS, S_LIMITED, S_AUTH_FAILED, S_VALUES };
+       S_STACK, S_HEAP, S_CLIENTS, S_LIMITED, S_AUTH_FAILED, S_HS_FULL, S_HS_RESUMED, S_HS_WAITING, S_VALUES };
 static const char *const names[S_VALUES] = { "conns", "parked", "serve", "handlers", "parked_handlers",
                                              "parked_handler_bytes", "requests_total", "rss", "stack", "heap",
-                                             "clients_tracked", "limited_total", "auth_failed_total" };
+                                             "clients_tracked", "limited_total", "auth_failed_total",
+                                             "handshakes_full_total", "handshakes_resumed_total", "handshakes_waiting" };
 
 struct slot {
     uint64_t second;                /* when it was taken; 0: never */
@@ -84,6 +85,9 @@ void dashboard_sample(int worker, double now, const struct worker_counters *n, c
     store(&s->v[S_PARKED_HANDLERS], load(&n->parked_handlers));
     store(&s->v[S_PARKED_HANDLER_BYTES], load(&n->parked_handler_bytes));
     store(&s->v[S_REQUESTS], load(&n->streams_total));
+    store(&s->v[S_HS_FULL], load(&n->handshakes[HS_FULL]));
+    store(&s->v[S_HS_RESUMED], load(&n->handshakes[HS_RESUMED]));
+    store(&s->v[S_HS_WAITING], load(&n->handshakes_waiting));
     if (worker == 0) {
         struct sc_stats st;
         sc_read_stats(&st);

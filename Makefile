@@ -64,7 +64,7 @@ LLHTTP_INC ?= /usr/share/include/llhttp
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthread \
               -I$(BUILD)/gen -Ialloc -Icoro -Iserver -I$(LLHTTP_INC)
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
-SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lcrypt -lev -lm
+SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lcrypt -lev -lz -lm
 
 # Objects depend on the flags they were built with.
 FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL) SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
@@ -119,7 +119,7 @@ endif
 TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_clienttable $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
            $(BUILD)/tests/test_upstream $(BUILD)/tests/test_parking \
            $(BUILD)/tests/test_passcheck
-TARGETS += $(BUILD)/tests/test_rate
+TARGETS += $(BUILD)/tests/test_rate $(BUILD)/tests/test_gzpark
 
 .PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
 all: $(TARGETS)
@@ -238,6 +238,10 @@ $(BUILD)/tests/test_h1resp: $(BUILD)/obj/tests/test_h1resp.o $(filter-out $(BUIL
 $(BUILD)/tests/test_passcheck: $(BUILD)/obj/tests/test_passcheck.o $(BUILD)/obj/server/app/passcheck.o $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lcrypt -lcrypto $(LDFLAGS_ALL)
+# The parking gzip stream alone, decoded by zlib.
+$(BUILD)/tests/test_gzpark: $(BUILD)/obj/tests/test_gzpark.o $(BUILD)/obj/server/runtime/gzpark.o $(BUILD)/obj/server/buf.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -lz $(LDFLAGS_ALL)
 $(BUILD)/tests/test_rate: $(BUILD)/obj/tests/test_rate.o $(BUILD)/obj/server/runtime/rate.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lm $(LDFLAGS_ALL)

@@ -13,7 +13,7 @@ want=${1:?usage: ensure-deps.sh build|test|bench|fuzz [STAMP]}
 stamp=${2:-}
 # libc6-dev by name: it depends on libcrypt-dev, so a machine without libcrypt-dev has no C
 # library headers either, and installing libcrypt-dev alone does not bring them back.
-build="pkg-config libc6-dev libnghttp2-dev libev-dev libssl-dev libcrypt-dev node-llhttp"
+build="pkg-config libc6-dev libnghttp2-dev libev-dev libssl-dev libcrypt-dev zlib1g-dev node-llhttp"
 # systemd: systemd-socket-activate and systemd-analyze; man-db and groff-base: the manual;
 # prometheus: promtool checks /metrics; valgrind: the instruction budget (e2e_instructions);
 # python3-h2: an HTTP/2 client that reuses one connection for several names; python3-aiohttp,

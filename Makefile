@@ -119,7 +119,7 @@ endif
 TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_clienttable $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
            $(BUILD)/tests/test_upstream $(BUILD)/tests/test_parking \
            $(BUILD)/tests/test_passcheck
-TARGETS += $(BUILD)/tests/test_rate $(BUILD)/tests/test_gzpark
+TARGETS += $(BUILD)/tests/test_rate $(BUILD)/tests/test_gzpark $(BUILD)/tests/test_acceptenc
 
 .PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
 all: $(TARGETS)
@@ -245,6 +245,9 @@ $(BUILD)/tests/test_gzpark: $(BUILD)/obj/tests/test_gzpark.o $(BUILD)/obj/server
 $(BUILD)/tests/test_rate: $(BUILD)/obj/tests/test_rate.o $(BUILD)/obj/server/runtime/rate.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ -lm $(LDFLAGS_ALL)
+$(BUILD)/tests/test_acceptenc: $(BUILD)/obj/tests/test_acceptenc.o $(BUILD)/obj/server/runtime/acceptenc.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 $(BUILD)/tests/test_copy: $(BUILD)/obj/tests/test_copy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
@@ -267,12 +270,17 @@ $(BUILD)/bench/bench_copy: $(BUILD)/obj/bench/bench_copy.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
 
-FUZZ_TARGETS := conn h2 h1 config path proxy upstream
+FUZZ_TARGETS := conn h2 h1 config path proxy upstream acceptenc
 FUZZERS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 fuzzers: $(FUZZERS)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/harness.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -fsanitize=fuzzer -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+
+# The Accept-Encoding parser alone: a string in, a choice out (no daemon to set up).
+$(BUILD)/fuzz/fuzz_acceptenc: $(BUILD)/obj/tests/fuzz/fuzz_acceptenc.o $(BUILD)/obj/server/runtime/acceptenc.o
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=fuzzer -o $@ $^ $(LDFLAGS_ALL)
 
 FUZZ_SECONDS ?= 60
 fuzz:

@@ -64,7 +64,7 @@ LLHTTP_INC ?= /usr/share/include/llhttp
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(DEFS) -pthread \
               -I$(BUILD)/gen -Ialloc -Icoro -Iserver -I$(LLHTTP_INC)
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
-SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lcrypt -lev -lz -lm
+SERVER_LIBS := -lnghttp2 -lssl -lcrypto -lcrypt -lev -lm -lz -lbrotlienc -lzstd
 
 # Objects depend on the flags they were built with.
 FLAGS_STR := $(CC) $(ALL_CFLAGS) $(LDFLAGS_ALL) SIZE_SPECIALIZED=$(SIZE_SPECIALIZED)
@@ -119,7 +119,7 @@ endif
 TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_clienttable $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
            $(BUILD)/tests/test_upstream $(BUILD)/tests/test_parking \
            $(BUILD)/tests/test_passcheck
-TARGETS += $(BUILD)/tests/test_rate $(BUILD)/tests/test_gzpark $(BUILD)/tests/test_acceptenc
+TARGETS += $(BUILD)/tests/test_rate $(BUILD)/tests/test_gzpark $(BUILD)/tests/test_acceptenc $(BUILD)/tests/test_encode
 
 .PHONY: all run test test-preload install bench-alloc bench-programs bench-coro fuzz fuzzers clean
 all: $(TARGETS)
@@ -248,6 +248,10 @@ $(BUILD)/tests/test_rate: $(BUILD)/obj/tests/test_rate.o $(BUILD)/obj/server/run
 $(BUILD)/tests/test_acceptenc: $(BUILD)/obj/tests/test_acceptenc.o $(BUILD)/obj/server/runtime/acceptenc.o
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS_ALL)
+$(BUILD)/tests/test_encode: $(BUILD)/obj/tests/test_encode.o $(BUILD)/obj/server/runtime/encode.o $(BUILD)/obj/server/runtime/acceptenc.o \
+                          $(BUILD)/obj/server/buf.o $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ -lz -lbrotlienc -lbrotlidec -lzstd $(LDFLAGS_ALL)
 $(BUILD)/tests/test_copy: $(BUILD)/obj/tests/test_copy.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)

@@ -13,7 +13,7 @@ want=${1:?usage: ensure-deps.sh build|test|bench|fuzz [STAMP]}
 stamp=${2:-}
 # libc6-dev by name: it depends on libcrypt-dev, so a machine without libcrypt-dev has no C
 # library headers either, and installing libcrypt-dev alone does not bring them back.
-build="pkg-config libc6-dev libnghttp2-dev libev-dev libssl-dev libcrypt-dev zlib1g-dev node-llhttp"
+build="pkg-config libc6-dev libnghttp2-dev libev-dev libssl-dev libcrypt-dev node-llhttp zlib1g-dev libbrotli-dev libzstd-dev"
 # systemd: systemd-socket-activate and systemd-analyze; man-db and groff-base: the manual;
 # prometheus: promtool checks /metrics; valgrind: the instruction budget (e2e_instructions);
 # python3-h2: an HTTP/2 client that reuses one connection for several names; python3-aiohttp,
@@ -21,7 +21,7 @@ build="pkg-config libc6-dev libnghttp2-dev libev-dev libssl-dev libcrypt-dev zli
 # gunicorn, h2o: upstreams and clients of the reverse proxy's tests; apache2-utils (htpasswd)
 # and whois (mkpasswd): the users' files of auth_basic's tests; the rest: programs run
 # under the drop-in malloc.
-test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack python3-h2 python3-aiohttp python3-websockets python3-grpcio nginx-light haproxy chromium prometheus valgrind
+test="$build nghttp2-client curl openssl procps iproute2 python3 python3-hpack python3-h2 python3-brotli python3-zstandard python3-aiohttp python3-websockets python3-grpcio nginx-light haproxy chromium prometheus valgrind
       golang-go golang-github-gorilla-websocket-dev gunicorn h2o apache2-utils whois
       systemd man-db groff-base nghttp2-server redis-server redis-tools sqlite3 git perl libjemalloc2 g++ xz-utils nodejs"
 fuzz="$build clang libclang-rt-14-dev"

@@ -253,6 +253,9 @@ int config_parse_duration(const char *v, double *out)
 /* Bytes: "1048576", "512k", "10m", "1g" (nginx's units, either case).  0, -1 for what
  * is not a size, -2 for one over SIZE_MAX_BYTES: a count the unit would carry past 64
  * bits must not wrap (17179869184g is 2^64 bytes, which wrapped to 0: no limit). */
+static int parse_size(const char *v, uint64_t *out);
+int config_parse_size(const char *v, uint64_t *out) { return parse_size(v, out); }
+
 static int parse_size(const char *v, uint64_t *out)
 {
     char digits[32];

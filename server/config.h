@@ -202,6 +202,19 @@ struct auth_conf {
     bool internal;                 /* named by an auth_request: a client asking for it gets 404 */
 };
 
+/* Compression on the fly in a location (compress_conf.c): the codings in the server's
+ * order (enum coding's values, runtime/acceptenc.h), each one's level, the types compressed
+ * ("text/" and a star: a whole top type; lower case, no parameters) and the least known length. */
+#define COMPRESS_CODINGS_MAX 3
+struct compress_conf {
+    uint8_t codings[COMPRESS_CODINGS_MAX];
+    uint8_t ncodings;
+    int8_t level[COMPRESS_CODINGS_MAX + 1];   /* by enum coding */
+    uint64_t min_length;
+    const char *const *types;
+    uint16_t ntypes;
+};
+
 struct location {
     const char *path;              /* as matched: the request's decoded path */
     uint32_t path_len;
@@ -234,6 +247,7 @@ struct location {
     uint8_t nlimit_req;
     bool limits;
     uint16_t limit_status;         /* what a limited request is answered */
+    const struct compress_conf *compress;   /* compression on the fly; NULL: off */
     const struct site *site;
     const char *from;
 };

@@ -31,6 +31,16 @@ void *config_push(struct config *c, struct vec *v, size_t size);
 void *config_alloc(struct config *c, size_t n);
 char *config_strdup(struct config *c, const char *s);
 
+/* What compress_conf.c's keys set, in a scope and merged. */
+struct compress_keys {
+    uint8_t codings[COMPRESS_CODINGS_MAX];   /* enum coding, the server's order */
+    uint8_t ncodings;
+    uint8_t level[COMPRESS_CODINGS_MAX + 1]; /* by enum coding */
+    uint64_t min_length;
+    const char *const *types;
+    uint16_t ntypes;
+};
+
 /* ---- what parsing keeps: one scope per top level, site and location ---- */
 
 enum scope_kind { SCOPE_TOP, SCOPE_SITE, SCOPE_LOCATION, SCOPE_UPSTREAM };
@@ -58,6 +68,7 @@ enum key_id {
     K_AUTH_BASIC, K_AUTH_BASIC_USER_FILE, K_AUTH_REQUEST, K_AUTH_REQUEST_COPY_HEADERS,
     K_MAX_CONNS_PER_CLIENT, K_LIMIT_REQ, K_LIMIT_STATUS, K_LIMIT_ZONE_SIZE, K_LIMIT_PREFIX_V4, K_LIMIT_PREFIX_V6,
     K_HANDSHAKE_TIMEOUT, K_SSL_SESSION_TICKETS, K_SSL_SESSION_TICKET_KEY, K_SSL_SESSION_TIMEOUT,
+    K_COMPRESS, K_COMPRESS_TYPES, K_COMPRESS_MIN_LENGTH, K_COMPRESS_LEVEL_GZIP, K_COMPRESS_LEVEL_BR, K_COMPRESS_LEVEL_ZSTD,
     K_COUNT
 };
 
@@ -125,6 +136,9 @@ struct scope {
     const char *conns_per_client_from;
     struct vec limit_req;          /* struct limit_req_rule * */
     uint16_t limit_status;
+    /* Compression on the fly (compress_conf.c): the codings in the server's order (none:
+     * off), the types, the least length, each coding's level. */
+    struct compress_keys compress;
 };
 
 struct config_parse {
@@ -150,6 +164,10 @@ struct setter_args {
     size_t whylen;
 };
 #define WHY(...) (snprintf(a->why, a->whylen, __VA_ARGS__), -1)
+
+/* Bytes, nginx's way ("1048576", "512k", "10m", "1g"): 0, -1 for what is not a size, -2 for
+ * one too large. */
+int config_parse_size(const char *v, uint64_t *out);
 
 /* Setters of the common kinds: on/off, and a path (relative to the file's directory). */
 int config_set_flag(struct setter_args *a, bool *dst, const char *what);
@@ -182,6 +200,7 @@ struct merged {
     struct vec auth_copy;
     struct vec limit_req;
     uint16_t limit_status;
+    struct compress_keys compress;
 };
 
 static inline bool config_same_text(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }

@@ -13,6 +13,8 @@ enum conn_refusal { REFUSED_OVER_LIMIT, REFUSED_TABLE_FULL, CONN_REFUSALS };
 /* How a TLS handshake ended (core/serve.c). */
 enum handshake_end { HS_FULL, HS_RESUMED, HS_FAILED, HS_TIMED_OUT, HANDSHAKE_ENDS };
 extern const char *const handshake_end_names[HANDSHAKE_ENDS];
+/* runtime/acceptenc.h's CODING_COUNT (checked there). */
+#define COUNTED_CODINGS 4
 
 struct worker_counters {
     uint64_t conns, parked_conns, serve_coroutines, handler_coroutines;
@@ -24,6 +26,10 @@ struct worker_counters {
     uint64_t conns_refused[CONN_REFUSALS];
     uint64_t handshakes[HANDSHAKE_ENDS];
     uint64_t handshakes_waiting;                   /* ClientHellos in, queued for a turn (worker.c) */
+    /* Compression on the fly, by coding (enum coding's order: identity, gzip, br, zstd):
+     * responses compressed, and the body bytes into and out of the compressors. */
+    uint64_t compressed_responses[COUNTED_CODINGS], compress_in_bytes[COUNTED_CODINGS],
+        compress_out_bytes[COUNTED_CODINGS];
 };
 
 static inline void counter_add(uint64_t *c, int64_t d)

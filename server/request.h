@@ -201,6 +201,13 @@ int req_status(const struct request *r);               /* 0 until responded */
  * (nginx's 499: never sent). */
 #define REQ_CLIENT_CLOSED 499
 uint64_t req_bytes_sent(const struct request *r);       /* response body bytes sent */
+/* Compression on the fly (the location's compress): a flush point - what the handler wrote
+ * so far goes out through the compressor now, decodable by the client before anything more
+ * comes (an event, a long poll's answer, a chunk an upstream flushed).  0 (nothing to do)
+ * for a response that is not compressed; -1 if the exchange is gone. */
+int req_flush_point(struct request *r);
+/* The coding the response is compressed in on the fly ("gzip", "br", "zstd"), or NULL. */
+const char *req_content_coding(const struct request *r);
 
 /* What an upstream made of the request, for the access log and metrics: set by the
  * handler that proxied it (app/proxy_pass.c), NULL for any other. */

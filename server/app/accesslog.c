@@ -15,6 +15,7 @@
  * upstream_addr, upstream_status, upstream_connect_time, upstream_header_time and
  * upstream_response_time (seconds, "-" for none), and upstream_error with the cause of a
  * 502/503/504 (combined: key=value after the request time; json: keys of their own).
+ * A response compressed on the fly adds its coding the same way (content_encoding).
  *
  * Formatted only when there is a log, and without printf on the way: the time once a
  * second per thread (json's milliseconds added to it), numbers by hand, client text copied a run of plain bytes at a time
@@ -277,6 +278,15 @@ void access_log_request(const struct request *r)
         put_escaped(&l, refused_by, true, FIELD_MAX);
         if (json)
             put(&l, "}", 1);
+    }
+    const char *coding = req_content_coding(r);
+    if (coding) {                    /* compressed on the fly: nginx's $gzip_ratio's place */
+        if (json)
+            l.len--;
+        put(&l, json ? ",\"content_encoding\":\"" : " content_encoding=", json ? 21 : 18);
+        put_str(&l, coding);
+        if (json)
+            put(&l, "\"}", 2);
     }
     const struct req_upstream *u = req_upstream_info(r);
     if (u)

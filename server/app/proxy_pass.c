@@ -434,8 +434,13 @@ static PARKED_APART int pump_h2(struct exchange *x, int *events, enum upstream_f
 {
     for (;;) {
         int ev = h2up_step(x->uc, events, why);
-        if (ev == H1RESP_MORE)
+        if (ev == H1RESP_MORE) {
+            if (req_flush_point(x->r)) {     /* the upstream paused: see pump */
+                *why = UF_NONE;
+                return -1;
+            }
             return 0;
+        }
         if (ev == H1RESP_ERROR)
             return -1;
         if (ev == H1RESP_HEAD && got_head(x, why))
@@ -610,6 +615,13 @@ static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum
             return -1;
         }
         break;                       /* nothing more now */
+    }
+    /* The upstream has nothing more for now: what it sent goes out through the compressor
+     * (when the response is compressed), an event or a long poll's answer whole, not held
+     * until more comes. */
+    if (req_flush_point(r)) {
+        *why = UF_NONE;
+        return -1;
     }
     bool pending = !x->send_failed && transport_pending(t);
     *events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (x->body_open && !pending ? REQ_BODY : 0);

@@ -415,6 +415,22 @@ static void metrics(struct request *r)
     metric(&b, "h2park_responses_rate_limited_total", "counter",
            "Responses under a bandwidth limit (limit_rate), counted as their location applies it.",
            (double)m.rate_limited);
+    static const char *const codings[] = { "", "gzip", "br", "zstd" };
+    family(&b, "h2park_compressed_responses_total", "counter", "Responses compressed on the fly, by coding.");
+    for (int k = 1; k < COUNTED_CODINGS; k++) {
+        snprintf(labels, sizeof labels, "{encoding=\"%s\"}", codings[k]);
+        sample(&b, "h2park_compressed_responses_total", labels, (double)n.compressed_responses[k]);
+    }
+    family(&b, "h2park_compress_in_bytes_total", "counter", "Body bytes into the compressors, by coding.");
+    for (int k = 1; k < COUNTED_CODINGS; k++) {
+        snprintf(labels, sizeof labels, "{encoding=\"%s\"}", codings[k]);
+        sample(&b, "h2park_compress_in_bytes_total", labels, (double)n.compress_in_bytes[k]);
+    }
+    family(&b, "h2park_compress_out_bytes_total", "counter", "Bytes out of the compressors (what was sent for them), by coding.");
+    for (int k = 1; k < COUNTED_CODINGS; k++) {
+        snprintf(labels, sizeof labels, "{encoding=\"%s\"}", codings[k]);
+        sample(&b, "h2park_compress_out_bytes_total", labels, (double)n.compress_out_bytes[k]);
+    }
     family(&b, "h2park_auth_total", "counter",
            "Authentications by kind (basic: auth_basic, request: auth_request) and outcome: success, failure (401, "
            "403), error (not decided: 503 when the password checks are all taken, 500 or 504 when the "

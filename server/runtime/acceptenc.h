@@ -8,6 +8,9 @@
 
 /* The codings h2park compresses in; CODING_IDENTITY is "as it is". */
 enum coding { CODING_IDENTITY, CODING_GZIP, CODING_BR, CODING_ZSTD, CODING_COUNT };
+#ifdef COUNTED_CODINGS
+_Static_assert(CODING_COUNT == COUNTED_CODINGS, "counters.h counts every coding");
+#endif
 
 /* The token each coding is sent as in Content-Encoding ("" for identity). */
 extern const char *const coding_name[CODING_COUNT];

@@ -50,6 +50,7 @@
 #include "fieldcopy.h"
 #include "host.h"
 #include "httpdate.h"
+#include "runtime/encode.h"
 #include "runtime/runtime.h"
 #include "scalloc.h"
 
@@ -193,6 +194,35 @@ bool request_add_header(struct request *r, const char *name, size_t nlen, const 
     return true;
 }
 
+/* A compressed response's state, where a body source would be: r->src.arg, marked by
+ * src.fd == SRC_COMPRESSING (no file, no src.mem) - a response either sends a file as it is
+ * or compresses, never both - so that no request that does not compress carries a pointer
+ * for it, and telling one from the other costs the one compare. */
+#define SRC_COMPRESSING (-2)
+struct compressing {
+    struct encoder *enc;
+    struct buf stage;             /* req_write_room's room, compressed at req_write_commit */
+    bool flush_each;              /* text/event-stream: every write a flush point */
+};
+
+static inline struct compressing *compressing(const struct request *r)
+{
+    return __builtin_expect(r->src.fd == SRC_COMPRESSING, 0) ? r->src.arg : NULL;
+}
+
+static void compressing_free(struct compressing *cp)
+{
+    encoder_free(cp->enc);
+    buf_free(&cp->stage);
+    sc_free(cp);
+}
+
+const char *req_content_coding(const struct request *r)
+{
+    struct compressing *cp = compressing(r);
+    return cp ? coding_name[encoder_coding(cp->enc)] : NULL;
+}
+
 static void release(struct request *r)
 {
     struct conn *c = r->c;
@@ -220,6 +250,8 @@ static void release(struct request *r)
     }
     if (r->src.release)
         r->src.release(r->src.arg);
+    else if (compressing(r))
+        compressing_free(r->src.arg);
     free_buf(r, &r->hdr);
     free_buf(r, &r->resp);
     buf_free(&r->body);
@@ -625,8 +657,22 @@ static __attribute__((noinline)) size_t added_fields(const struct location *loc,
     return out ? count : bytes;
 }
 
-static int respond(struct request *r, int status, const struct req_fields *pre, const struct header *h, size_t n,
-                   int64_t length)
+static int respond_compressing(struct request *r, int status, const struct req_fields *pre, const struct header *h,
+                               size_t n, int64_t length);
+
+static int respond_as_is(struct request *r, int status, const struct req_fields *pre, const struct header *h, size_t n,
+                         int64_t length);
+
+static inline int respond(struct request *r, int status, const struct req_fields *pre, const struct header *h, size_t n,
+                          int64_t length)
+{
+    if (__builtin_expect(r->loc && r->loc->compress, 0) && status != 101 && !r->responded && !gone(r))
+        return respond_compressing(r, status, pre, h, n, length);
+    return respond_as_is(r, status, pre, h, n, length);
+}
+
+static int respond_as_is(struct request *r, int status, const struct req_fields *pre, const struct header *h, size_t n,
+                         int64_t length)
 {
     if (r->responded || gone(r))
         return -1;
@@ -710,13 +756,81 @@ int req_respond(struct request *r, int status, const struct header *h, size_t n,
     return respond(r, status, NULL, h, n, length);
 }
 
+/* A response in a location that compresses: its fields as compress.c makes them, and, if it
+ * is compressed, its compressor in r->src (a file's source, set there by the caller, moves
+ * out: req_respond_file_with compresses it from its pages).  Apart from respond, which
+ * every response goes through: its arrays live only while it runs. */
+static __attribute__((noinline)) int respond_compressing(struct request *r, int status, const struct req_fields *pre,
+                                                         const struct header *h, size_t n, int64_t length)
+{
+    struct header all[REQ_RESPONSE_FIELDS_MAX];
+    size_t m = 0;
+    if (pre)
+        for (size_t off = 0; m < REQ_RESPONSE_FIELDS_MAX;) {
+            struct resp_field f;
+            struct request fake = { .resp = { (char *)(uintptr_t)pre->data, pre->len, pre->len } };
+            if (!request_resp_field(&fake, &off, &f))
+                break;
+            all[m++] = (struct header){ f.name, f.value };
+        }
+    for (size_t i = 0; i < n && m < REQ_RESPONSE_FIELDS_MAX; i++)
+        all[m++] = h[i];
+    struct compress_out out;
+    if (compress_fields(r, status, all, m, length, &out))
+        return respond_as_is(r, status, pre, h, n, length);
+    if (out.coding == CODING_IDENTITY)
+        return respond_as_is(r, status, NULL, out.h, out.n, length);
+    struct compressing *cp = sc_calloc(1, sizeof *cp);
+    if (!cp || !(cp->enc = encoder_new((enum coding)out.coding, out.level, length))) {
+        sc_free(cp);
+        return respond_as_is(r, status, pre, h, n, length);     /* without memory: as it is */
+    }
+    cp->flush_each = out.flush_each;
+    struct body_source file = r->src;
+    int64_t off = r->file_off, left = r->file_left;
+    r->src = (struct body_source){ .fd = SRC_COMPRESSING, .arg = cp };
+    r->file_left = 0;
+    if (respond_as_is(r, status, NULL, out.h, out.n, BODY_STREAM)) {
+        r->src = file;
+        r->file_off = off, r->file_left = left;
+        compressing_free(cp);
+        return -1;
+    }
+    if (!r->head)
+        counter_add(&r->c->w->n.compressed_responses[out.coding], 1);
+    return 0;
+}
+
+static int compress_file(struct request *r, struct compressing *cp, const struct body_source *src, int64_t off,
+                         int64_t len);
+
+/* req_respond_file_with in a location that compresses: if the response is compressed, the
+ * file is the compressor's input, sent from its pages, then let go. */
+static __attribute__((noinline)) int respond_file_compressing(struct request *r, int status,
+                                                              const struct req_fields *pre, const struct header *h,
+                                                              size_t n, const struct body_source *src, int64_t off,
+                                                              int64_t len)
+{
+    int rc = respond_compressing(r, status, pre, h, n, len);
+    struct compressing *cp = compressing(r);
+    if (rc || !cp)
+        return rc;
+    if (!r->head)
+        rc = compress_file(r, cp, src, off, len);
+    if (src->release)
+        src->release(src->arg);
+    return rc || r->head ? rc : req_end(r);
+}
+
 int req_respond_file_with(struct request *r, int status, const struct req_fields *pre, const struct header *h,
                           size_t n, const struct body_source *src, int64_t off, int64_t len)
 {
     r->src = *src;
     r->file_off = off;
     r->file_left = r->head ? 0 : len;
-    return respond(r, status, pre, h, n, len);
+    if (__builtin_expect(r->loc && r->loc->compress, 0) && !r->responded && r->state == REQ_HANDLING)
+        return respond_file_compressing(r, status, pre, h, n, src, off, len);
+    return respond_as_is(r, status, pre, h, n, len);
 }
 
 int req_respond_file(struct request *r, int status, const struct header *h, size_t n, const struct body_source *src,
@@ -744,8 +858,124 @@ static size_t out_cap(struct request *r, size_t want)
     return r->wide_out ? REQUEST_OUTPUT_WIDE : OUTB_MAX;
 }
 
+/* Waits while the output holds its cap (or more): 0 when there is room, -1 if the exchange
+ * is gone or the response over. */
+static int out_wait(struct request *r, size_t want)
+{
+    for (;;) {
+        if (gone(r) || !r->responded || r->out_eof)
+            return -1;
+        if (r->outb.len - r->outb_off < out_cap(r, want))
+            return 0;
+        r->ops->output_ready(r);
+        wait_for(r, WAIT_WRITE);
+    }
+}
+
+static void out_added(struct request *r, size_t n);
+
+/* The compressor's input in pieces of this much: what one piece adds to the output over
+ * its cap (a piece's compressed size, at most about the piece) bounds the overshoot. */
+#define COMPRESS_PIECE 16384
+
+/* One piece through the compressor into the output, without waiting. */
+static int compress_piece(struct request *r, struct compressing *cp, const void *in, size_t len, enum encode_op op)
+{
+    if (r->outb_off && r->outb.len == r->outb_off) {
+        r->outb.len = r->outb_off = 0;
+    } else if (r->outb_off) {
+        memmove(r->outb.data, r->outb.data + r->outb_off, r->outb.len - r->outb_off);
+        r->outb.len -= r->outb_off;
+        r->outb_off = 0;
+    }
+    size_t before = r->outb.len;
+    int rc = encoder_put(cp->enc, in, len, op, &r->outb);
+    size_t grown = r->outb.len - before;
+    r->outb.len = before;
+    if (grown)
+        out_added(r, grown);
+    struct worker_counters *n = &r->c->w->n;
+    enum coding c = encoder_coding(cp->enc);
+    counter_add(&n->compress_in_bytes[c], len);
+    counter_add(&n->compress_out_bytes[c], grown);
+    return rc;
+}
+
+/* data through the compressor, waiting for room before each piece (the caller's data stays
+ * where it is meanwhile); then op's flush or end. */
+static int compress_write(struct request *r, struct compressing *cp, const char *p, size_t len, enum encode_op op)
+{
+    do {
+        if (out_wait(r, len ? len : 1))
+            return -1;
+        size_t n = len < COMPRESS_PIECE ? len : COMPRESS_PIECE;
+        if (compress_piece(r, cp, p, n, n == len ? op : ENC_CONTINUE)) {
+            req_abort(r);           /* a compressed stream that breaks cannot be sent whole */
+            return -1;
+        }
+        p += n;
+        len -= n;
+    } while (len);
+    r->ops->output_ready(r);
+    return 0;
+}
+
+/* A file's bytes off..off+len through the compressor, a page run at a time: each read
+ * into the per-thread block (below) right before it is compressed, with no wait between. */
+static _Thread_local _Alignas(4096) char compress_bounce[COMPRESS_PIECE];
+static int compress_file(struct request *r, struct compressing *cp, const struct body_source *src, int64_t off,
+                         int64_t len)
+{
+    while (len > 0) {
+        size_t n = len < COMPRESS_PIECE ? (size_t)len : COMPRESS_PIECE;
+        if (out_wait(r, n))
+            return -1;
+        const char *in = src->mem ? (const char *)src->mem + off : compress_bounce;
+        if (!src->mem) {
+            ssize_t k = pread(src->fd, compress_bounce, n, off);
+            if (k <= 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                log_msg(LOG_WARN, "%s: file for %s ended early", conn_peer(r->c), r->target ? r->target : "?");
+                req_abort(r);
+                return -1;
+            }
+            n = (size_t)k;
+        }
+        if (compress_piece(r, cp, in, n, ENC_CONTINUE)) {
+            req_abort(r);
+            return -1;
+        }
+        off += (int64_t)n;
+        len -= (int64_t)n;
+        r->ops->output_ready(r);
+    }
+    return 0;
+}
+
+int req_flush_point(struct request *r)
+{
+    struct compressing *cp = compressing(r);
+    if (!cp || gone(r) || !r->responded || r->out_eof)
+        return 0;
+    return compress_write(r, cp, NULL, 0, ENC_FLUSH);
+}
+
 char *req_write_room(struct request *r, size_t want, size_t *room)
 {
+    struct compressing *cp = compressing(r);
+    if (__builtin_expect(cp != NULL, 0)) {
+        /* Room in the compressor's input, never more than a piece: req_write_commit
+         * compresses it into the output. */
+        if (!want || out_wait(r, want))
+            return NULL;
+        size_t n = want < COMPRESS_PIECE ? want : COMPRESS_PIECE;
+        cp->stage.len = 0;
+        if (buf_reserve(&cp->stage, n))
+            return NULL;
+        *room = n;
+        return cp->stage.data;
+    }
     for (;;) {
         if (gone(r) || !r->responded || r->out_eof || !want)
             return NULL;
@@ -787,6 +1017,12 @@ static void out_added(struct request *r, size_t n)
 
 int req_write_commit(struct request *r, size_t n)
 {
+    struct compressing *cp = compressing(r);
+    if (__builtin_expect(cp != NULL, 0)) {
+        if (gone(r) || !r->responded || r->out_eof || n > cp->stage.cap)
+            return -1;
+        return n ? compress_write(r, cp, cp->stage.data, n, cp->flush_each ? ENC_FLUSH : ENC_CONTINUE) : 0;
+    }
     if (gone(r) || !r->responded || r->out_eof || n > r->outb.cap - r->outb.len)
         return -1;
     if (n) {
@@ -798,6 +1034,9 @@ int req_write_commit(struct request *r, size_t n)
 
 int req_write(struct request *r, const void *data, size_t len)
 {
+    struct compressing *cp = compressing(r);
+    if (__builtin_expect(cp != NULL, 0))
+        return len ? compress_write(r, cp, data, len, cp->flush_each ? ENC_FLUSH : ENC_CONTINUE) : 0;
     const char *p = data;
     while (len) {
         size_t n;
@@ -813,9 +1052,24 @@ int req_write(struct request *r, const void *data, size_t len)
     return 0;
 }
 
+/* The compressed stream's end, never waited for (the serve loop ends a handler's response
+ * too): what the library kept back and its trailer, a few KiB past the cap.  Apart from
+ * req_end, which every response goes through. */
+static __attribute__((noinline, cold)) int end_compressed(struct request *r, struct compressing *cp)
+{
+    if (!r->out_eof && !r->head && compress_piece(r, cp, NULL, 0, ENC_FINISH)) {
+        req_abort(r);
+        return -1;
+    }
+    return 0;
+}
+
 int req_end(struct request *r)
 {
     if (gone(r) || !r->responded)
+        return -1;
+    struct compressing *cp = compressing(r);
+    if (__builtin_expect(cp != NULL, 0) && end_compressed(r, cp))
         return -1;
     r->out_eof = true;
     r->ops->output_ready(r);
@@ -1025,6 +1279,9 @@ void request_shrink(struct request *r)
         buf_free(&r->body), r->body_off = 0;
     if (r->extra && r->extra->park_frees && !r->extra->park_frees->len)
         buf_free(r->extra->park_frees);
+    struct compressing *cp = compressing(r);
+    if (cp)
+        buf_free(&cp->stage);       /* empty between a room and its commit */
 }
 
 /* ---- deadlines and sleeping ---- */

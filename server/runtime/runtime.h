@@ -35,6 +35,7 @@
 
 #include "core/conn.h"
 #include "request.h"
+#include "runtime/acceptenc.h"
 #include "runtime/rate.h"
 
 struct request_ops {
@@ -125,7 +126,8 @@ struct request {
     struct buf outb;                      /* written by the handler, not yet sent */
     int64_t file_off, file_left;
     /* A file body: src.fd (-1 if none), or read from the copy src.mem instead; and its
-     * owner's reference (src.release, if any). */
+     * owner's reference (src.release, if any).  src.fd -2: no file, the body is compressed
+     * on the fly and src.arg is its compressor's state (request.c). */
     struct body_source src;
     uint64_t bytes_sent;
     ev_timer timer;                       /* the nearest of wake_at and the deadlines */
@@ -162,6 +164,21 @@ struct request_extra {
      * request only, so that no other request's extra outgrows its size class for it. */
     struct rate_meter rate[];
 };
+
+/* Compression on the fly (compress.c decides, request.c drives the encoder): the fields a
+ * response that could be compressed goes with, and how. */
+struct compress_out {
+    struct header h[REQ_RESPONSE_FIELDS_MAX];
+    size_t n;
+    char etag[256];                /* the weak ETag, if made */
+    uint8_t coding;                /* enum coding: CODING_IDENTITY, as it is (but Vary) */
+    uint8_t level;
+    bool flush_each;               /* text/event-stream: every write a flush point */
+};
+/* The response fields all[0..n) of a response of this status and length, in a location
+ * that compresses: -1 if it is not to be touched at all, else 0 and its fields at out. */
+int compress_fields(struct request *r, int status, const struct header *all, size_t n, int64_t length,
+                    struct compress_out *out);
 
 /* The response's trailer fields, for the front end once the body has ended: *off starts
  * at 0; false after the last (or if there are none). */

@@ -10,6 +10,7 @@
  *   compress_level_gzip = 5          zlib's 1-9
  *   compress_level_br = 5            brotli's 0-11
  *   compress_level_zstd = 1          zstd's 1-22
+ *   compress_memory = 64m            (top level) a worker's compressors' state at most
  *
  * What the runtime does with them is in runtime/request.c (the response filter); the
  * levels' defaults and why are in docs/configuration.md (loadtest/compress-levels). */
@@ -126,6 +127,15 @@ static int set_compress_min_length(struct setter_args *a)
     return 0;
 }
 
+static int set_compress_memory(struct setter_args *a)
+{
+    uint64_t v;
+    if (config_parse_size(a->value, &v) || v < (1u << 20))
+        return WHY("compress_memory: '%s' is not a size of at least 1m (with k, m, g: 64m)", a->value);
+    a->s->compress.memory = v;
+    return 0;
+}
+
 static int set_level(struct setter_args *a, enum coding c, int lo, int hi)
 {
     unsigned long long n;
@@ -147,6 +157,9 @@ static void top_defaults(struct scope *t)
     k->types = default_types;
     k->ntypes = sizeof default_types / sizeof default_types[0];
     k->min_length = 256;
+    /* A worker's compressors at most: some 240 gzip streams (zlib's 256 KiB each), fewer
+     * zstd and brotli ones - beside the 64 MiB of wide output it may hold. */
+    k->memory = 64 << 20;
     /* Measured (loadtest/compress-levels; docs/configuration.md says why). */
     k->level[CODING_GZIP] = 5;
     k->level[CODING_BR] = 5;
@@ -168,6 +181,8 @@ static void merge(struct config *c, struct merged *m, const struct scope *s)
         to->types = from->types, to->ntypes = from->ntypes;
     if (at[K_COMPRESS_MIN_LENGTH].src || top)
         to->min_length = from->min_length;
+    if (top)
+        to->memory = from->memory;
     for (int cd = CODING_GZIP; cd < CODING_COUNT; cd++)
         if (at[K_COMPRESS_LEVEL_GZIP + cd - CODING_GZIP].src || top)
             to->level[cd] = from->level[cd];
@@ -187,6 +202,7 @@ static void location(struct config *c, struct location *l, const struct merged *
     cc->min_length = k->min_length;
     cc->types = k->types;
     cc->ntypes = k->ntypes;
+    cc->memory = k->memory;
     l->compress = cc;
 }
 
@@ -198,6 +214,7 @@ static const struct config_module_key keys[] = {
     { K_COMPRESS_LEVEL_GZIP, "compress_level_gzip", ANY, false, set_level_gzip, NULL },
     { K_COMPRESS_LEVEL_BR, "compress_level_br", ANY, false, set_level_br, NULL },
     { K_COMPRESS_LEVEL_ZSTD, "compress_level_zstd", ANY, false, set_level_zstd, NULL },
+    { K_COMPRESS_MEMORY, "compress_memory", KEY_TOP, false, set_compress_memory, NULL },
 };
 
 static const struct config_module compress_module = {

@@ -213,6 +213,7 @@ struct compress_conf {
     uint64_t min_length;
     const char *const *types;
     uint16_t ntypes;
+    uint64_t memory;               /* compress_memory: a worker's compressors' state at most */
 };
 
 struct location {

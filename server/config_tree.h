@@ -39,6 +39,7 @@ struct compress_keys {
     uint64_t min_length;
     const char *const *types;
     uint16_t ntypes;
+    uint64_t memory;                         /* compress_memory (top level only) */
 };
 
 /* ---- what parsing keeps: one scope per top level, site and location ---- */
@@ -69,6 +70,7 @@ enum key_id {
     K_MAX_CONNS_PER_CLIENT, K_LIMIT_REQ, K_LIMIT_STATUS, K_LIMIT_ZONE_SIZE, K_LIMIT_PREFIX_V4, K_LIMIT_PREFIX_V6,
     K_HANDSHAKE_TIMEOUT, K_SSL_SESSION_TICKETS, K_SSL_SESSION_TICKET_KEY, K_SSL_SESSION_TIMEOUT,
     K_COMPRESS, K_COMPRESS_TYPES, K_COMPRESS_MIN_LENGTH, K_COMPRESS_LEVEL_GZIP, K_COMPRESS_LEVEL_BR, K_COMPRESS_LEVEL_ZSTD,
+    K_COMPRESS_MEMORY,
     K_COUNT
 };
 

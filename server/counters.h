@@ -30,6 +30,9 @@ struct worker_counters {
      * responses compressed, and the body bytes into and out of the compressors. */
     uint64_t compressed_responses[COUNTED_CODINGS], compress_in_bytes[COUNTED_CODINGS],
         compress_out_bytes[COUNTED_CODINGS];
+    uint64_t compress_state_bytes;                 /* the compressors' library state now (compress_memory) */
+    uint64_t compress_skipped;                     /* responses sent as they are: compress_memory was used */
+    uint64_t compress_lowered;                     /* compressors made small: compress_memory was used */
 };
 
 static inline void counter_add(uint64_t *c, int64_t d)

@@ -7,9 +7,10 @@ Debian's decoders (zlib, brotli, zstandard) as it arrives.
       /json      a JSON body with Content-Length      /chunked  the same, chunked
       /encoded   a gzip body with Content-Encoding: gzip (must pass untouched)
       /notransform  JSON with Cache-Control: no-transform
-      /sse?n=N&id=ID  N server-sent events, event i sent only once ACKDIR/ID.(i-1) exists
-                      (the client decoded the one before), at most 10 s later: else
-                      ACKDIR/ID.late is written and the rest is sent anyway
+      /sse?n=N&id=ID[&delay=S]  N server-sent events (the first S seconds after the head),
+                      event i sent only once ACKDIR/ID.(i-1) exists (the client decoded
+                      the one before), at most 10 s later: else ACKDIR/ID.late is written
+                      and the rest is sent anyway
       /big?mib=N  N MiB of JSON-like text, chunked, as fast as the proxy reads it
   compress_peer.py sse URL PROTO CODING N ID ACKDIR [CAFILE]
       reads the stream over PROTO (h1, tls, h2c) asking for CODING, decodes each piece as
@@ -100,6 +101,8 @@ class Upstream(http.server.BaseHTTPRequestHandler):
                     self.chunk(body[i:i + 7000])
             elif u.path == "/sse":
                 n, sid = int(q.get("n", "5")), q.get("id", "x")
+                self.wfile.flush()
+                time.sleep(float(q.get("delay", "0")))
                 for i in range(n):
                     if i:
                         ack = os.path.join(self.ackdir, "%s.%d" % (sid, i - 1))

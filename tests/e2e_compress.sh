@@ -8,8 +8,8 @@
 # upstream's own Content-Encoding untouched, compress_min_length, compress_types, compress
 # = off in a location, precompressed files first; a client asking with odd q-values; a
 # server-sent-event stream whose every event is decoded before the upstream sends the next;
-# 200 MiB through the compressor with the daemon's resident memory flat; /metrics and the
-# access log; configuration errors.
+# 200 MiB through the compressor with the daemon's resident memory flat; compress_memory's
+# bound; /metrics and the access log; configuration errors.
 . "$(dirname "$0")/lib.sh"
 make_site
 PY=/usr/bin/python3
@@ -258,6 +258,36 @@ grep '"/data.json"' "$TMP/compress.access" | grep -q '"content_encoding":"br"' &
 check access_log_encoding $? "$(grep '"/data.json"' "$TMP/compress.access" | head -1)"
 stop_daemon
 
+# compress_memory: a worker's compressors hold at most about that much. 1m here, which one
+# zstd stream's state (1.3 MiB) passes: a stream X begins (its head, no body yet: no state),
+# a stream Y gets its first event (its state counted), then X's first event comes - X's
+# state is made small (lowered) and still decodes whole; a new response is sent as it is
+# (skipped, with its Vary) while Y holds its state; once Y is gone, compression again.
+{ proxy_conf_head budget
+  printf 'compress = zstd gzip\ncompress_memory = 1m\nlocation /up/ {\n    proxy_pass = http://127.0.0.1:%s/\n    proxy_read_timeout = 30s\n}\n' "$UP"
+} > "$TMP/b.conf"
+start_config "$TMP/b.conf" "$P" || { fail compress_budget_start "$(cat "$TMP/daemon.log")"; exit 0; }
+metric() { curl -s "http://127.0.0.1:$P/metrics" | sed -n "s/^$1 //p"; }
+timeout 60 $PY "$PEER" sse "http://127.0.0.1:$P/up/sse?n=2&id=bx&delay=1.5" h1 zstd 2 bx "$TMP/acks" > "$TMP/bx.out" 2>&1 &
+BX=$!; PIDS="$PIDS $BX"
+for i in $(seq 1 100); do [ "$(metric 'h2park_compressed_responses_total{encoding="zstd"}')" = 1 ] && break; sleep 0.05; done
+curl -s -N -H 'Accept-Encoding: zstd' -o "$TMP/by.b" "http://127.0.0.1:$P/up/sse?n=2&id=by" & BY=$!; PIDS="$PIDS $BY"
+for i in $(seq 1 100); do [ "$(metric h2park_compress_state_bytes)" -gt $((1 << 20)) ] 2>/dev/null && break; sleep 0.1; done
+fetch over h1 /data.json -H 'Accept-Encoding: zstd'
+STATE=$(metric h2park_compress_state_bytes)
+[ -z "$(field over content-encoding)" ] && [ "$(field over vary)" = accept-encoding ] && cmp -s "$TMP/over.b" "$W/data.json" &&
+  [ "$(metric h2park_compress_skipped_total)" = 1 ]
+check budget_used_new_response_as_is $? "state $STATE bytes; encoding '$(field over content-encoding)', skipped $(metric h2park_compress_skipped_total)"
+wait $BX
+[ "$(cat "$TMP/bx.out")" = "ok 2" ] && [ "$(metric h2park_compress_lowered_total)" = 1 ]
+check budget_used_stream_made_small_decodes $? "$(cat "$TMP/bx.out"); lowered $(metric h2park_compress_lowered_total)"
+kill $BY 2>/dev/null
+for i in $(seq 1 150); do [ "$(metric h2park_compress_state_bytes)" = 0 ] && break; sleep 0.1; done
+fetch after h1 /data.json -H 'Accept-Encoding: zstd'
+[ "$(field after content-encoding)" = zstd ] && [ "$(metric h2park_compress_state_bytes)" = 0 ]
+check budget_free_again $? "state $(metric h2park_compress_state_bytes); encoding '$(field after content-encoding)'"
+stop_daemon
+
 # Configuration errors name the file and line, exit 2.
 while IFS='|' read -r line want; do
   printf 'listen = 127.0.0.1:%s\nroot = %s\n%s\n' "$(free_port)" "$W" "$line" > "$TMP/bad.conf"
@@ -273,4 +303,5 @@ compress_level_gzip = 10|compress_level_gzip: '10' is not a level of gzip (1 to 
 compress_level_gzip = 0|compress_level_gzip: '0' is not a level of gzip (1 to 9)
 compress_level_br = 12|compress_level_br: '12' is not a level of br (0 to 11)
 compress_level_zstd = 23|compress_level_zstd: '23' is not a level of zstd (1 to 22)
+compress_memory = 100k|compress_memory: '100k' is not a size of at least 1m
 EOF

@@ -14,6 +14,7 @@
 #include <zstd.h>
 
 #include "check.h"
+#include "counters.h"
 #include "runtime/encode.h"
 
 /* A streaming decoder of each kind: decode(out so far) must give exactly the input so far. */
@@ -91,6 +92,16 @@ static int dec_feed(struct dec *d, const struct buf *out)
     }
 }
 
+/* A whole compressed stream decodes to body[0..n). */
+static bool decodes_to(enum coding c, const struct buf *out, const char *body, size_t n)
+{
+    struct dec d;
+    dec_init(&d, c);
+    bool ok = dec_feed(&d, out) == 0 && d.got.len == n && !memcmp(d.got.data, body, n);
+    dec_free(&d);
+    return ok;
+}
+
 static uint64_t rng = 47;
 static uint32_t next(void)
 {
@@ -113,9 +124,12 @@ static void text(char *p, size_t n)
     }
 }
 
+static struct worker_counters wn;   /* what the encoders count */
+#define live wn.compress_state_bytes
+
 static void round_trip(enum coding c, int level, int pieces, size_t max_piece)
 {
-    struct encoder *e = encoder_new(c, level, -1);
+    struct encoder *e = encoder_new(c, level, -1, &wn, UINT64_MAX);
     CHECK(e);
     struct buf out = { 0 };
     struct dec d;
@@ -134,7 +148,9 @@ static void round_trip(enum coding c, int level, int pieces, size_t max_piece)
                    coding_name[c], d.got.len, total);
         }
     }
+    CHECKF(!pieces || !max_piece || live > 0, "%s: no state counted while compressing", coding_name[c]);
     CHECK(encoder_put(e, NULL, 0, ENC_FINISH, &out) == 0);
+    CHECKF(live == 0, "%s: %llu bytes still counted after the end", coding_name[c], (unsigned long long)live);
     CHECK(encoder_put(e, "x", 1, ENC_CONTINUE, &out) == -1);   /* nothing after the end */
     CHECK(dec_feed(&d, &out) == 0);
     CHECKF(d.got.len == total && !memcmp(d.got.data, all, total), "%s level %d: %zu decoded of %zu", coding_name[c],
@@ -190,13 +206,13 @@ static void every_level(void)
 
 static void no_identity_encoder(void)
 {
-    CHECK(encoder_new(CODING_IDENTITY, 1, -1) == NULL);
-    CHECK(encoder_new(CODING_COUNT, 1, -1) == NULL);
+    CHECK(encoder_new(CODING_IDENTITY, 1, -1, &wn, UINT64_MAX) == NULL);
+    CHECK(encoder_new(CODING_COUNT, 1, -1, &wn, UINT64_MAX) == NULL);
     /* An encoder given nothing (a HEAD response's) frees without having made a state. */
-    struct encoder *e = encoder_new(CODING_BR, 5, 1000);
+    struct encoder *e = encoder_new(CODING_BR, 5, 1000, &wn, UINT64_MAX);
     CHECK(e);
     struct buf out = { 0 };
-    CHECK(encoder_put(e, NULL, 0, ENC_FLUSH, &out) == 0 && out.len == 0);
+    CHECK(encoder_put(e, NULL, 0, ENC_FLUSH, &out) == 0 && out.len == 0 && live == 0);
     encoder_free(e);
 }
 
@@ -206,22 +222,49 @@ static void size_hint_exact_and_wrong(void)
     for (enum coding c = CODING_GZIP; c < CODING_COUNT; c++) {
         char body[5000];
         text(body, sizeof body);
-        struct encoder *e = encoder_new(c, 3, sizeof body);
+        struct encoder *e = encoder_new(c, 3, sizeof body, &wn, UINT64_MAX);
         struct buf out = { 0 };
         CHECK(encoder_put(e, body, 1000, ENC_FLUSH, &out) == 0);
         CHECK(encoder_put(e, body + 1000, sizeof body - 1000, ENC_FINISH, &out) == 0);
-        struct dec d;
-        dec_init(&d, c);
-        CHECK(dec_feed(&d, &out) == 0);
-        CHECK(d.got.len == sizeof body && !memcmp(d.got.data, body, sizeof body));
-        dec_free(&d);
+        CHECK(decodes_to(c, &out, body, sizeof body));
         encoder_free(e);
         buf_free(&out);
     }
 }
 
+/* At the budget, a state is small - and its stream still decodes at every flush point. */
+static void small_state_at_budget(void)
+{
+    for (enum coding c = CODING_GZIP; c < CODING_COUNT; c++) {
+        char body[20000];
+        text(body, sizeof body);
+        struct encoder *big = encoder_new(c, c == CODING_ZSTD ? 1 : 5, -1, &wn, UINT64_MAX);
+        struct buf out = { 0 };
+        CHECK(encoder_put(big, body, 100, ENC_FLUSH, &out) == 0);
+        uint64_t full = live;
+        uint64_t lowered = wn.compress_lowered;
+        struct encoder *e = encoder_new(c, 9, -1, &wn, 1);     /* the budget is used */
+        struct buf o2 = { 0 };
+        CHECK(encoder_put(e, body, 1000, ENC_FLUSH, &o2) == 0);
+        uint64_t small = live - full;
+        CHECKF(small * 4 < full && small < 96 * 1024, "%s: %llu bytes small, %llu full", coding_name[c],
+               (unsigned long long)small, (unsigned long long)full);
+        CHECK(wn.compress_lowered == lowered + 1);
+        printf("# %s: state %llu bytes, small %llu\n", coding_name[c], (unsigned long long)full,
+               (unsigned long long)small);
+        CHECK(encoder_put(e, body + 1000, sizeof body - 1000, ENC_FINISH, &o2) == 0);
+        CHECK(decodes_to(c, &o2, body, sizeof body));
+        encoder_free(e);
+        encoder_free(big);
+        CHECK(live == 0);
+        buf_free(&out);
+        buf_free(&o2);
+    }
+}
+
 int main(void)
 {
+    RUN(small_state_at_budget);
     RUN(every_coding_flush_points);
     RUN(large_pieces);
     RUN(empty_bodies_and_empty_pieces);

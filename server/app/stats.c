@@ -431,6 +431,15 @@ static void metrics(struct request *r)
         snprintf(labels, sizeof labels, "{encoding=\"%s\"}", codings[k]);
         sample(&b, "h2park_compress_out_bytes_total", labels, (double)n.compress_out_bytes[k]);
     }
+    metric(&b, "h2park_compress_state_bytes", "gauge",
+           "Bytes the compressors of responses under way hold (their libraries' state; compress_memory bounds it per "
+           "worker).", (double)n.compress_state_bytes);
+    metric(&b, "h2park_compress_skipped_total", "counter",
+           "Responses sent uncompressed that would have been compressed: their worker's compressors held "
+           "compress_memory.", (double)n.compress_skipped);
+    metric(&b, "h2park_compress_lowered_total", "counter",
+           "Compressors of responses already under way made small (level 1, a 1 KiB window) as their first bytes came: "
+           "their worker's compressors held compress_memory.", (double)n.compress_lowered);
     family(&b, "h2park_auth_total", "counter",
            "Authentications by kind (basic: auth_basic, request: auth_request) and outcome: success, failure (401, "
            "403), error (not decided: 503 when the password checks are all taken, 500 or 504 when the "

@@ -639,6 +639,9 @@ void workers_sum(struct worker_counters *out)
         for (int r = 0; r < HANDSHAKE_ENDS; r++)
             out->handshakes[r] += __atomic_load_n(&n->handshakes[r], __ATOMIC_RELAXED);
         out->handshakes_waiting += __atomic_load_n(&n->handshakes_waiting, __ATOMIC_RELAXED);
+        out->compress_state_bytes += __atomic_load_n(&n->compress_state_bytes, __ATOMIC_RELAXED);
+        out->compress_skipped += __atomic_load_n(&n->compress_skipped, __ATOMIC_RELAXED);
+        out->compress_lowered += __atomic_load_n(&n->compress_lowered, __ATOMIC_RELAXED);
         for (int k = 0; k < COUNTED_CODINGS; k++) {
             out->compressed_responses[k] += __atomic_load_n(&n->compressed_responses[k], __ATOMIC_RELAXED);
             out->compress_in_bytes[k] += __atomic_load_n(&n->compress_in_bytes[k], __ATOMIC_RELAXED);

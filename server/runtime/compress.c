@@ -16,7 +16,12 @@
  * differ, the meaning does not; If-None-Match compares weakly) and no Accept-Ranges (a
  * range of the compressed bytes is not offered).  HEAD gets the same fields and no
  * compressor state.  text/event-stream is flushed through the compressor at every write:
- * each event goes out decodable at once. */
+ * each event goes out decodable at once.
+ *
+ * The compressors' memory is bounded per worker (compress_memory, the wide-output budget's
+ * idea): a response that would be compressed while the worker's compressors hold that much
+ * already is sent as it is - a new response is never made to wait, and one under way is
+ * never cut off.  A HEAD or a 304 makes no compressor and is answered as if compressed. */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -48,7 +53,7 @@ static bool status_compressible(int status) { return (status >= 200 && status <=
 static bool named(const char *name, const char *lit) { return !strcasecmp(name, lit); }
 
 int compress_fields(struct request *r, int status, const struct header *all, size_t n, int64_t length,
-                    struct compress_out *out)
+                    bool over_budget, struct compress_out *out)
 {
     const struct compress_conf *cc = r->loc->compress;
     const char *type = NULL, *etag = NULL;
@@ -75,6 +80,9 @@ int compress_fields(struct request *r, int status, const struct header *all, siz
                           !type_listed(cc, type) || (length > 0 && (uint64_t)length < cc->min_length)))
         return -1;
     enum coding coding = acceptenc_choose(req_known(r, KF_ACCEPT_ENCODING), cc->codings, cc->ncodings);
+    out->skipped = coding != CODING_IDENTITY && over_budget && !not_modified && !req_is_head(r);
+    if (out->skipped)
+        coding = CODING_IDENTITY;
     size_t k = 0;
     for (size_t i = 0; i < n && k < REQ_RESPONSE_FIELDS_MAX - 2; i++) {
         const char *nm = all[i].name;

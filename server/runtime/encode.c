@@ -13,6 +13,11 @@
  * keeps between two flush points can change here alone (dropping the state of a waiting
  * event stream and making it anew for the next event).
  *
+ * Every byte a library allocates goes through the allocators here, which count it in the
+ * worker's live total (and the encoder's own): what compress_memory bounds is measured, not
+ * estimated (zlib's 256 KiB, zstd's and brotli's tables as their levels and windows make
+ * them).
+ *
  * Output is appended to the caller's buffer, which grows as the library asks: a piece of
  * input gives at most about its own size out (each library's bound), so the caller bounds
  * the buffer by the pieces it passes. */
@@ -21,8 +26,10 @@
 
 #include <brotli/encode.h>
 #include <zlib.h>
+#define ZSTD_STATIC_LINKING_ONLY    /* ZSTD_createCCtx_advanced: its memory through ours */
 #include <zstd.h>
 
+#include "counters.h"
 #include "runtime/encode.h"
 #include "scalloc.h"
 
@@ -31,6 +38,9 @@ struct encoder {
     bool started, finished, failed;
     int level;
     int64_t size_hint;
+    uint64_t *live;                /* the worker's total of library state */
+    struct worker_counters *n;
+    uint64_t budget;
     union {
         z_stream *z;
         BrotliEncoderState *br;
@@ -51,7 +61,32 @@ void encoder_levels(enum coding coding, int *lo, int *hi)
     }
 }
 
-struct encoder *encoder_new(enum coding coding, int level, int64_t size_hint)
+/* The libraries' allocations, counted: each block carries its size before it. */
+#define HDR 16
+static void *count_alloc(void *opaque, size_t n)
+{
+    struct encoder *e = opaque;
+    char *p = sc_malloc(n + HDR);
+    if (!p)
+        return NULL;
+    memcpy(p, &n, sizeof n);
+    counter_add(e->live, (int64_t)n);
+    return p + HDR;
+}
+static void count_free(void *opaque, void *q)
+{
+    struct encoder *e = opaque;
+    if (!q)
+        return;
+    char *p = (char *)q - HDR;
+    size_t n;
+    memcpy(&n, p, sizeof n);
+    counter_add(e->live, -(int64_t)n);
+    sc_free(p);
+}
+
+struct encoder *encoder_new(enum coding coding, int level, int64_t size_hint, struct worker_counters *n,
+                            uint64_t budget)
 {
     if (coding <= CODING_IDENTITY || coding >= CODING_COUNT)
         return NULL;
@@ -61,6 +96,9 @@ struct encoder *encoder_new(enum coding coding, int level, int64_t size_hint)
     e->coding = (uint8_t)coding;
     e->level = level;
     e->size_hint = size_hint;
+    e->n = n;
+    e->live = &n->compress_state_bytes;
+    e->budget = budget;
     return e;
 }
 
@@ -68,45 +106,57 @@ enum coding encoder_coding(const struct encoder *e) { return (enum coding)e->cod
 
 static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
 {
-    (void)opaque;
-    return sc_calloc(items, size);
+    return count_alloc(opaque, (size_t)items * size);
 }
-static void z_free(voidpf opaque, voidpf p)
-{
-    (void)opaque;
-    sc_free(p);
-}
+static void z_free(voidpf opaque, voidpf p) { count_free(opaque, p); }
+static void *br_alloc(void *opaque, size_t n) { return count_alloc(opaque, n); }
+static void br_free(void *opaque, void *p) { count_free(opaque, p); }
 
-/* The library's state, on the first input. */
+/* The library's state, on the first input: as configured, or small when the worker's
+ * compressors hold the budget already - when many waiting streams get their first input at
+ * once (an event sent to all), the budget is passed by their small states alone. */
 static int start(struct encoder *e)
 {
+    bool small = __atomic_load_n(e->live, __ATOMIC_RELAXED) >= e->budget;
+    if (small) {
+        counter_add(&e->n->compress_lowered, 1);
+        e->level = 1;
+    }
     switch (e->coding) {
     case CODING_GZIP:
         if (!(e->s.z = sc_calloc(1, sizeof *e->s.z)))
             return -1;
         e->s.z->zalloc = z_alloc;
         e->s.z->zfree = z_free;
-        if (deflateInit2(e->s.z, e->level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        e->s.z->opaque = e;
+        /* small: a 512-byte window and the least hash memory (3 KiB in all, not 256) */
+        if (deflateInit2(e->s.z, e->level, Z_DEFLATED, (small ? 9 : 15) + 16, small ? 1 : 8, Z_DEFAULT_STRATEGY) !=
+            Z_OK) {
             sc_free(e->s.z);
             e->s.z = NULL;
             return -1;
         }
         break;
     case CODING_BR:
-        if (!(e->s.br = BrotliEncoderCreateInstance(NULL, NULL, NULL)))
+        if (!(e->s.br = BrotliEncoderCreateInstance(br_alloc, br_free, e)))
             return -1;
         BrotliEncoderSetParameter(e->s.br, BROTLI_PARAM_QUALITY, (uint32_t)e->level);
         /* ngx_brotli's window (512 KiB), not the library's 4 MiB: a response's state is
          * bounded by it, and a web response gains little from a longer reach. */
-        BrotliEncoderSetParameter(e->s.br, BROTLI_PARAM_LGWIN, 19);
+        BrotliEncoderSetParameter(e->s.br, BROTLI_PARAM_LGWIN, small ? BROTLI_MIN_WINDOW_BITS : 19);
         if (e->size_hint > 0)
             BrotliEncoderSetParameter(e->s.br, BROTLI_PARAM_SIZE_HINT,
                                       e->size_hint > (1 << 30) ? 1u << 30 : (uint32_t)e->size_hint);
         break;
     case CODING_ZSTD:
-        if (!(e->s.zstd = ZSTD_createCCtx()))
+        if (!(e->s.zstd = ZSTD_createCCtx_advanced((ZSTD_customMem){ br_alloc, br_free, e })))
             return -1;
         ZSTD_CCtx_setParameter(e->s.zstd, ZSTD_c_compressionLevel, e->level);
+        if (small) {
+            ZSTD_CCtx_setParameter(e->s.zstd, ZSTD_c_windowLog, ZSTD_WINDOWLOG_MIN);
+            ZSTD_CCtx_setParameter(e->s.zstd, ZSTD_c_hashLog, ZSTD_HASHLOG_MIN);
+            ZSTD_CCtx_setParameter(e->s.zstd, ZSTD_c_chainLog, ZSTD_CHAINLOG_MIN);
+        }
         /* A known length lets zstd size its tables to the body (a small one small). */
         if (e->size_hint >= 0)
             ZSTD_CCtx_setPledgedSrcSize(e->s.zstd, (unsigned long long)e->size_hint);

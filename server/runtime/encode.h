@@ -19,8 +19,13 @@ enum encode_op {
 
 struct encoder;
 /* A compressor for coding (not CODING_IDENTITY) at level; size_hint: the body's length,
- * or -1.  NULL without memory. */
-struct encoder *encoder_new(enum coding coding, int level, int64_t size_hint);
+ * or -1.  The bytes its library's state takes, while it has one, are counted in the
+ * worker's n->compress_state_bytes (one writer, read by anyone); a state made while that
+ * is at budget or more is a small one - the level lowered, the window 1 KiB: tens of KiB,
+ * not hundreds - counted in n->compress_lowered.  NULL without memory. */
+struct worker_counters;
+struct encoder *encoder_new(enum coding coding, int level, int64_t size_hint, struct worker_counters *n,
+                            uint64_t budget);
 /* Compresses in[0..len) with op, appending what comes out to out: 0, or -1 without memory
  * (or a library's error: the stream is then unusable).  After ENC_FINISH the library's
  * state is gone: the encoder holds a few bytes until encoder_free. */

@@ -776,12 +776,16 @@ static __attribute__((noinline)) int respond_compressing(struct request *r, int 
     for (size_t i = 0; i < n && m < REQ_RESPONSE_FIELDS_MAX; i++)
         all[m++] = h[i];
     struct compress_out out;
-    if (compress_fields(r, status, all, m, length, &out))
+    struct worker_counters *wn = &r->c->w->n;
+    bool over = wn->compress_state_bytes >= r->loc->compress->memory;
+    if (compress_fields(r, status, all, m, length, over, &out))
         return respond_as_is(r, status, pre, h, n, length);
+    if (out.skipped)
+        counter_add(&wn->compress_skipped, 1);
     if (out.coding == CODING_IDENTITY)
         return respond_as_is(r, status, NULL, out.h, out.n, length);
     struct compressing *cp = sc_calloc(1, sizeof *cp);
-    if (!cp || !(cp->enc = encoder_new((enum coding)out.coding, out.level, length))) {
+    if (!cp || !(cp->enc = encoder_new((enum coding)out.coding, out.level, length, wn, r->loc->compress->memory))) {
         sc_free(cp);
         return respond_as_is(r, status, pre, h, n, length);     /* without memory: as it is */
     }

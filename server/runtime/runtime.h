@@ -174,11 +174,14 @@ struct compress_out {
     uint8_t coding;                /* enum coding: CODING_IDENTITY, as it is (but Vary) */
     uint8_t level;
     bool flush_each;               /* text/event-stream: every write a flush point */
+    bool skipped;                  /* a coding was accepted, but the budget was used */
 };
 /* The response fields all[0..n) of a response of this status and length, in a location
- * that compresses: -1 if it is not to be touched at all, else 0 and its fields at out. */
+ * that compresses: -1 if it is not to be touched at all, else 0 and its fields at out.
+ * over_budget: the worker's compressors hold compress_memory already - sent as it is (with
+ * the Vary it would have had), never waiting for memory to come free. */
 int compress_fields(struct request *r, int status, const struct header *all, size_t n, int64_t length,
-                    struct compress_out *out);
+                    bool over_budget, struct compress_out *out);
 
 /* The response's trailer fields, for the front end once the body has ended: *off starts
  * at 0; false after the last (or if there are none). */

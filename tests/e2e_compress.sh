@@ -128,6 +128,11 @@ grep -q '^HTTP/1.1 304' "$TMP/nm.h" && [ "$(field nm etag)" = "W/$STRONG" ] && [
   [ ! -s "$TMP/nm.b" ]
 check not_modified_304_weak_etag_vary $? "$(head -1 "$TMP/nm.h") etag '$(field nm etag)' vary '$(field nm vary)'"
 
+# ... and to the strong tag (a client that holds the file as it is): the strong ETag, Vary.
+fetch nms h1 /data.json -H 'Accept-Encoding: gzip' -H "If-None-Match: $STRONG"
+grep -q '^HTTP/1.1 304' "$TMP/nms.h" && [ "$(field nms etag)" = "$STRONG" ] && [ "$(field nms vary)" = accept-encoding ]
+check not_modified_304_strong_etag_kept $? "$(head -1 "$TMP/nms.h") etag '$(field nms etag)' vary '$(field nms vary)'"
+
 # Range: never compressed (206 of the file's own bytes).
 fetch range h2c /data.json -H 'Accept-Encoding: gzip, br, zstd' -H 'Range: bytes=10-109'
 grep -q '^HTTP/2 206' "$TMP/range.h" && [ -z "$(field range content-encoding)" ] && [ "$(stat -c %s "$TMP/range.b")" = 100 ] &&

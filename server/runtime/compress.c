@@ -7,9 +7,11 @@
  * at least compress_min_length (or of a length not known), not already encoded
  * (Content-Encoding: a precompressed file, an upstream's own), not a range (Content-Range,
  * 206), not marked Cache-Control: no-transform.  Every such response carries Vary:
- * Accept-Encoding, compressed or not, so a cache keeps the two apart.  A 304 carries what
- * its 200 would of that (Vary, the weak ETag) when its location compresses and the client
- * accepts a coding: its type is not in a 304 to check.
+ * Accept-Encoding, compressed or not, so a cache keeps the two apart.  A 304 in a location
+ * that compresses carries Vary, and the weak ETag when the client revalidates a compressed
+ * copy (its If-None-Match names the weak tag): a 304 has no type to check, and a client
+ * holding the file as it is (an image, a video it resumes with If-Range) keeps the strong
+ * tag it was given.
  *
  * Compressed, a response goes with Content-Encoding, as a stream of unknown length (no
  * Content-Length: chunked on HTTP/1.1), its strong ETag made weak (nginx's way: the bytes
@@ -52,6 +54,20 @@ static bool status_compressible(int status) { return (status >= 200 && status <=
 
 static bool named(const char *name, const char *lit) { return !strcasecmp(name, lit); }
 
+/* Whether the request's If-None-Match names the weak form of etag (W/ and the strong tag):
+ * the client revalidates a compressed copy, and the 304 says what that copy's 200 said. */
+static bool weak_tag_asked(struct request *r, const char *etag)
+{
+    const char *inm = req_known(r, KF_IF_NONE_MATCH);
+    if (!inm || !etag || etag[0] != '"')
+        return false;
+    size_t el = strlen(etag);
+    for (const char *p = inm; (p = strstr(p, "W/")); p += 2)
+        if (!strncmp(p + 2, etag, el))
+            return true;
+    return false;
+}
+
 int compress_fields(struct request *r, int status, const struct header *all, size_t n, int64_t length,
                     bool over_budget, struct compress_out *out)
 {
@@ -80,6 +96,8 @@ int compress_fields(struct request *r, int status, const struct header *all, siz
                           !type_listed(cc, type) || (length > 0 && (uint64_t)length < cc->min_length)))
         return -1;
     enum coding coding = acceptenc_choose(req_known(r, KF_ACCEPT_ENCODING), cc->codings, cc->ncodings);
+    if (not_modified && coding != CODING_IDENTITY && !weak_tag_asked(r, etag))
+        coding = CODING_IDENTITY;           /* revalidating what it got as it is: the strong tag */
     out->skipped = coding != CODING_IDENTITY && over_budget && !not_modified && !req_is_head(r);
     if (out->skipped)
         coding = CODING_IDENTITY;

@@ -1,6 +1,6 @@
 /* What llhttp lets through in an HTTP/1.1 message and RFC 9112 forbids, checked the same
  * way for the requests of clients (proto/h1.c) and the responses of upstreams
- * (upstream/h1client.c): a field name that is not a token (whitespace in or before it), a
+ * (upstream/h1resp.c): a field name that is not a token (whitespace in or before it), a
  * control character in a value, a bare CR in the framing. */
 #ifndef H2PARK_HTTP1_SYNTAX_H
 #define H2PARK_HTTP1_SYNTAX_H

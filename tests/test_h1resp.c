@@ -1,4 +1,4 @@
-/* Unit tests of the upstream's HTTP/1.1 response parser (server/upstream/h1client.c):
+/* Unit tests of the upstream's HTTP/1.1 response parser (server/upstream/h1resp.c):
  * what it says of a head, fed whole and fed a byte at a time (every split a socket can
  * make), and the responses it must refuse however they are split - a bare CR anywhere
  * in the head or the chunked framing, which llhttp alone would take as a line's end -
@@ -10,8 +10,8 @@
 #include "upstream/upstream.h"
 
 /* Feeds text in pieces of step bytes (0: whole), as pump does: what a call did not take
- * is passed again.  The first event other than H1RESP_MORE and H1RESP_BODY, or MORE. */
-static int feed(struct h1_response *p, const char *text, size_t step, size_t *body)
+ * is passed again.  The first event other than UPSTREAM_MORE and UPSTREAM_BODY, or MORE. */
+static int feed(struct upstream_response *p, const char *text, size_t step, size_t *body)
 {
     size_t len = strlen(text), off = 0, end = 0;
     *body = 0;
@@ -21,11 +21,11 @@ static int feed(struct h1_response *p, const char *text, size_t step, size_t *bo
         size_t used;
         int ev = h1resp_parse(p, text + off, end - off, &used);
         off += used;
-        if (ev == H1RESP_BODY)
+        if (ev == UPSTREAM_BODY)
             *body += p->body_len;
-        else if (ev == H1RESP_ERROR || ev == H1RESP_END)
+        else if (ev == UPSTREAM_ERROR || ev == UPSTREAM_END)
             return ev;
-        else if (ev == H1RESP_MORE && off < end)
+        else if (ev == UPSTREAM_MORE && off < end)
             return -1;             /* took less and found nothing: never */
     }
     size_t used;
@@ -34,12 +34,12 @@ static int feed(struct h1_response *p, const char *text, size_t step, size_t *bo
 
 static int outcome(const char *text, size_t step, size_t *body, const char **error)
 {
-    struct h1_response p;
+    struct upstream_response p;
     h1resp_init(&p, false, false, 65536);
     int ev = feed(&p, text, step, body);
-    if (ev == H1RESP_HEAD || ev == H1RESP_MORE) {
+    if (ev == UPSTREAM_HEAD || ev == UPSTREAM_MORE) {
         size_t used;
-        for (int i = 0; i < 4 && ev != H1RESP_END && ev != H1RESP_ERROR; i++)
+        for (int i = 0; i < 4 && ev != UPSTREAM_END && ev != UPSTREAM_ERROR; i++)
             ev = h1resp_parse(&p, "", 0, &used);
     }
     static char why[200];
@@ -65,18 +65,18 @@ static void good_heads_every_split(void)
             size_t body;
             const char *error;
             int ev = outcome(ok[i], step, &body, &error);
-            CHECKF(ev == H1RESP_END && body == 5, "response %zu, step %zu: event %d, body %zu, %s", i, step, ev, body,
+            CHECKF(ev == UPSTREAM_END && body == 5, "response %zu, step %zu: event %d, body %zu, %s", i, step, ev, body,
                    error);
         }
     /* A body to the close, CRs and all: its end is the close's. */
     for (size_t step = 0; step < 8; step++) {
-        struct h1_response p;
+        struct upstream_response p;
         h1resp_init(&p, false, false, 65536);
         size_t body;
         int ev = feed(&p, "HTTP/1.1 200 OK\r\n\r\n\rhe\r\rlo\r", step, &body);
-        if (ev == H1RESP_MORE)
+        if (ev == UPSTREAM_MORE)
             ev = h1resp_eof(&p);
-        CHECKF(ev == H1RESP_END && body == 8, "to the close, step %zu: event %d, body %zu, %s", step, ev, body,
+        CHECKF(ev == UPSTREAM_END && body == 8, "to the close, step %zu: event %d, body %zu, %s", step, ev, body,
                p.error ? p.error : "");
         h1resp_free(&p);
     }
@@ -98,7 +98,7 @@ static void bare_cr_refused_every_split(void)
             size_t body;
             const char *error;
             int ev = outcome(bad[i], step, &body, &error);
-            CHECKF(ev == H1RESP_ERROR && body == 0, "response %zu, step %zu: event %d, body %zu, '%s'", i, step, ev,
+            CHECKF(ev == UPSTREAM_ERROR && body == 0, "response %zu, step %zu: event %d, body %zu, '%s'", i, step, ev,
                    body, error);
         }
 }
@@ -137,7 +137,7 @@ static void bare_cr_in_chunks_refused_every_split(void)
             size_t body;
             const char *error;
             int ev = outcome(bad[i].text, step, &body, &error);
-            if (ev == H1RESP_ERROR && body <= bad[i].body)
+            if (ev == UPSTREAM_ERROR && body <= bad[i].body)
                 continue;
             printf("# response %zu, step %zu: event %d, body %zu, '%s'\n", i, step, ev, body, error);
             let_through++;
@@ -163,7 +163,7 @@ static void chunk_not_ended_by_crlf_refused_every_split(void)
             size_t body;
             const char *error;
             int ev = outcome(bad[i], step, &body, &error);
-            if (ev == H1RESP_ERROR && body <= 5)
+            if (ev == UPSTREAM_ERROR && body <= 5)
                 continue;
             printf("# response %zu, step %zu: event %d, body %zu, '%s'\n", i, step, ev, body, error);
             let_through++;
@@ -179,11 +179,11 @@ static void content_length_trailer_not_the_heads(void)
     const char *text = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
                        "X-T: t\r\nContent-Length: 9\r\n\r\n";
     for (size_t step = 0; step < 8; step++) {
-        struct h1_response p;
+        struct upstream_response p;
         h1resp_init(&p, false, false, 65536);
         size_t body;
         int ev = feed(&p, text, step, &body);
-        CHECKF(ev == H1RESP_END && body == 5 && p.length == -1, "step %zu: event %d, body %zu, length %lld, %s", step,
+        CHECKF(ev == UPSTREAM_END && body == 5 && p.length == -1, "step %zu: event %d, body %zu, length %lld, %s", step,
                ev, body, (long long)p.length, p.error ? p.error : "");
         h1resp_free(&p);
     }
@@ -206,7 +206,7 @@ static void lf_alone_in_chunks(void)
         size_t body;
         const char *error;
         int ev = outcome(text[i], 0, &body, &error);
-        printf("# LF alone, response %zu: %s, body %zu %s\n", i, ev == H1RESP_END ? "taken" : "refused", body, error);
+        printf("# LF alone, response %zu: %s, body %zu %s\n", i, ev == UPSTREAM_END ? "taken" : "refused", body, error);
     }
 }
 

@@ -5,7 +5,7 @@
  * authentication server (config.c checks it: HTTP/1.1, not the protected location), so
  * the subrequest goes through that location's upstream group - its balancing, keep-alive
  * pool, TLS settings, passive health and proxy_*_timeout - with upstream.c's client and
- * h1client.c's parser, as proxy_pass does.  The subrequest is a GET of the named URI (with
+ * h1resp.c's parser, as proxy_pass does.  The subrequest is a GET of the named URI (with
  * proxy_pass's path put in place of the location's, as proxy_pass does) carrying the
  * client's fields but the hop-by-hop and framing ones, and no body, plus the original
  * request as X-Original-Method and X-Original-URI (nginx's usual lines) and
@@ -46,7 +46,7 @@ struct subrequest {
     const struct proxy_conf *pc;
     const struct upstream_server_conf *sc;
     struct upstream_conn *uc;
-    struct h1_response resp;
+    struct upstream_response resp;
     struct buf rx;
     size_t rx_off;
     uint64_t body_seen;
@@ -154,15 +154,15 @@ static int exchange(struct subrequest *x, const struct buf *head, enum upstream_
         size_t used;
         int ev = h1resp_parse(&x->resp, x->rx.data + x->rx_off, x->rx.len - x->rx_off, &used);
         x->rx_off += used;
-        if (ev == H1RESP_ERROR) {
+        if (ev == UPSTREAM_ERROR) {
             *why = UF_INVALID;
             return -1;
         }
-        if (ev == H1RESP_END)
+        if (ev == UPSTREAM_END)
             return 0;
-        if (ev == H1RESP_HEAD)
+        if (ev == UPSTREAM_HEAD)
             continue;
-        if (ev == H1RESP_BODY) {
+        if (ev == UPSTREAM_BODY) {
             if ((x->body_seen += x->resp.body_len) > BODY_KEPT_MAX)
                 return 0;          /* (not complete: the connection is closed) */
             continue;
@@ -179,7 +179,7 @@ static int exchange(struct subrequest *x, const struct buf *head, enum upstream_
         }
         if (n < 0) {
             int e = errno;
-            if (!e && h1resp_eof(&x->resp) == H1RESP_END)
+            if (!e && h1resp_eof(&x->resp) == UPSTREAM_END)
                 return 0;
             x->err = (uint8_t)e;
             *why = e == ECONNRESET ? UF_RESET : UF_CLOSED;
@@ -281,7 +281,7 @@ static int ask(struct subrequest *x, const struct auth_conf *a, enum upstream_fa
 }
 
 /* The answer's fields called name (lower case), up to max, into out: how many. */
-static size_t answer_fields(const struct h1_response *p, const char *name, const char **out, size_t max)
+static size_t answer_fields(const struct upstream_response *p, const char *name, const char **out, size_t max)
 {
     size_t n = 0;
     for (size_t off = 0; off < p->fields.len && n < max;) {

@@ -77,7 +77,7 @@ struct exchange {
     const char *upgrade;           /* the client's Upgrade, passed on (websocket), or NULL */
     char ws_key[25];               /* the handshake's key, when it is the proxy's own (HTTP/2), or "" */
     struct upstream_conn *uc;
-    struct h1_response resp;
+    struct upstream_response resp;
     struct buf rx;                 /* read from the upstream, not yet parsed */
     size_t rx_off;
     double started;
@@ -434,22 +434,22 @@ static PARKED_APART int pump_h2(struct exchange *x, int *events, enum upstream_f
 {
     for (;;) {
         int ev = h2up_step(x->uc, events, why);
-        if (ev == H1RESP_MORE) {
+        if (ev == UPSTREAM_MORE) {
             if (req_flush_point(x->r)) {     /* the upstream paused: see pump */
                 *why = UF_NONE;
                 return -1;
             }
             return 0;
         }
-        if (ev == H1RESP_ERROR)
+        if (ev == UPSTREAM_ERROR)
             return -1;
-        if (ev == H1RESP_HEAD && got_head(x, why))
+        if (ev == UPSTREAM_HEAD && got_head(x, why))
             return -1;
-        if (ev == H1RESP_BODY && req_write(x->r, x->resp.body, x->resp.body_len)) {
+        if (ev == UPSTREAM_BODY && req_write(x->r, x->resp.body, x->resp.body_len)) {
             *why = UF_NONE;
             return -1;
         }
-        if (ev == H1RESP_END) {
+        if (ev == UPSTREAM_END) {
             x->request_sent = true;
             return end_with_trailers(x, why) ? -1 : 1;
         }
@@ -460,7 +460,7 @@ static PARKED_APART int pump_h2(struct exchange *x, int *events, enum upstream_f
  * read where it goes, into the response's output, rather than through rx and a copy. */
 static bool body_to_output(const struct exchange *x)
 {
-    const struct h1_response *p = &x->resp;
+    const struct upstream_response *p = &x->resp;
     return p->head_done && !p->complete && !p->upgraded && !p->chunked && !p->head_request && p->length > 0 &&
            p->parser.content_length > 0;
 }
@@ -482,7 +482,7 @@ static ssize_t read_body_into_output(struct exchange *x, struct transport *t, si
         return n;
     size_t used;
     int ev = h1resp_parse(&x->resp, dst, (size_t)n, &used);
-    if (ev != H1RESP_BODY || x->resp.body != dst || x->resp.body_len != (size_t)n || used != (size_t)n) {
+    if (ev != UPSTREAM_BODY || x->resp.body != dst || x->resp.body_len != (size_t)n || used != (size_t)n) {
         *why = UF_INVALID;           /* (llhttp takes a length-framed body as it comes) */
         return -2;
     }
@@ -558,18 +558,18 @@ static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum
         size_t used;
         int ev = h1resp_parse(&x->resp, x->rx.data + x->rx_off, x->rx.len - x->rx_off, &used);
         x->rx_off += used;
-        if (ev == H1RESP_ERROR) {
+        if (ev == UPSTREAM_ERROR) {
             *why = UF_INVALID;
             return -1;
         }
-        if (ev == H1RESP_END)
+        if (ev == UPSTREAM_END)
             return 1;
-        if (ev == H1RESP_HEAD) {
+        if (ev == UPSTREAM_HEAD) {
             if (got_head(x, why))
                 return -1;
             continue;
         }
-        if (ev == H1RESP_BODY) {
+        if (ev == UPSTREAM_BODY) {
             if (req_write(r, x->resp.body, x->resp.body_len)) {
                 *why = UF_NONE;      /* the client went away: the body is unfinished */
                 return -1;
@@ -605,7 +605,7 @@ static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum
         }
         if (n < 0) {
             int e = errno;
-            if (!e && h1resp_eof(&x->resp) == H1RESP_END)
+            if (!e && h1resp_eof(&x->resp) == UPSTREAM_END)
                 return 1;
             *why = !x->resp.head_done && x->send_failed ? (enum upstream_failure)x->send_failed
                    : e == ECONNRESET                     ? UF_RESET
@@ -683,7 +683,7 @@ static void fail(struct exchange *x, enum upstream_failure why)
 static int respond(struct exchange *x)
 {
     struct request *r = x->r;
-    struct h1_response *p = &x->resp;
+    struct upstream_response *p = &x->resp;
     struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
     const char *via = NULL, *upgrade = NULL, *accept = NULL;

@@ -51,7 +51,7 @@ struct h2up {
     struct h2mem mem;              /* the session's memory: what goes back while pooled (h2mem.c) */
     /* The exchange in flight, or id 0. */
     struct request *r;
-    struct h1_response *resp;      /* the head's fields, status and length go here */
+    struct upstream_response *resp;      /* the head's fields, status and length go here */
     int32_t id;
     uint32_t close_code;           /* RST_STREAM's, or GOAWAY's for a stream it refused */
     struct buf rx;                 /* read from the server, not yet given to nghttp2 */
@@ -106,7 +106,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     struct h2up *h = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->hd.stream_id != h->id || !h->id)
         return 0;
-    struct h1_response *p = h->resp;
+    struct upstream_response *p = h->resp;
     h->head_bytes += (uint32_t)(nl + vl + 32);
     if (h->head_bytes > p->head_max) {
         h->too_big = true;
@@ -156,7 +156,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         return 0;
     bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
     if (f->hd.type == NGHTTP2_HEADERS && !h->in_trailers && !h->head_ready) {
-        struct h1_response *p = h->resp;
+        struct upstream_response *p = h->resp;
         if (p->status < 200) {       /* 1xx: dropped, the real head follows (nghttp2 checks it does) */
             p->fields.len = 0;
             p->nfields = 0;
@@ -360,7 +360,7 @@ size_t h2up_pending_input(const struct upstream_conn *uc)
  * go lower case, what is HTTP/1.1's own framing (Transfer-Encoding, Connection) is left
  * out, and te: trailers (the one TE HTTP/2 allows, RFC 9113 8.2.2) is passed when the
  * client sent it. */
-int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *head, struct h1_response *resp)
+int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *head, struct upstream_response *resp)
 {
     struct h2up *h = uc->h2;
     h->r = r;
@@ -487,26 +487,26 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
     for (;;) {
         if (h->head_ready && !h->head_passed) {
             h->head_passed = true;
-            return H1RESP_HEAD;
+            return UPSTREAM_HEAD;
         }
         if (h->chunk) {
             h->resp->body = (const char *)h->chunk;
             h->resp->body_len = h->chunk_len;
             h->chunk = NULL;
-            return H1RESP_BODY;
+            return UPSTREAM_BODY;
         }
         if (h->client_gone) {
             *why = UF_NONE;
-            return H1RESP_ERROR;
+            return UPSTREAM_ERROR;
         }
         if (h->ended && h->head_passed) {
             send_some(h, t);       /* WINDOW_UPDATE and the like, best effort */
-            return H1RESP_END;
+            return UPSTREAM_END;
         }
         if (h->error[0]) {
             cause_to(h);
             *why = UF_INVALID;     /* 502, the cause in h->error */
-            return H1RESP_ERROR;
+            return UPSTREAM_ERROR;
         }
         if (h->deferred) {
             h->deferred = false;
@@ -519,7 +519,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
             cause_to(h);
             *why = errno == ECONNRESET ? UF_RESET : UF_SEND;
             h->broken = true;
-            return H1RESP_ERROR;
+            return UPSTREAM_ERROR;
         }
         if (h->client_gone)
             continue;
@@ -533,7 +533,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
                 send_some(h, t);     /* nghttp2's GOAWAY, best effort */
                 cause_to(h);
                 *why = UF_INVALID;
-                return H1RESP_ERROR;
+                return UPSTREAM_ERROR;
             }
             h->rx_off += (size_t)n;
             continue;
@@ -543,7 +543,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
         }
         if (buf_reserve(&h->rx, H2UP_READ)) {
             *why = UF_INVALID;
-            return H1RESP_ERROR;
+            return UPSTREAM_ERROR;
         }
         ssize_t n = transport_read(t, h->rx.data + h->rx.len, h->rx.cap - h->rx.len);
         if (n > 0) {
@@ -558,7 +558,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
                                              : "upstream prematurely closed the connection");
             cause_to(h);
             *why = e == ECONNRESET ? UF_RESET : UF_CLOSED;
-            return H1RESP_ERROR;
+            return UPSTREAM_ERROR;
         }
         break;
     }
@@ -566,5 +566,5 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
     h->rx_off = 0;
     bool pending = transport_pending(t) > 0;
     *events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (h->deferred && !pending ? REQ_BODY : 0);
-    return H1RESP_MORE;
+    return UPSTREAM_MORE;
 }

@@ -14,7 +14,7 @@
  * starts every server anew, as up.
  *
  * Every byte a server sends back is input: only the response head is read, by llhttp
- * (h1client.c), at most CHECK_HEAD_MAX bytes of it; anything else, a close, a reset or
+ * (h1resp.c), at most CHECK_HEAD_MAX bytes of it; anything else, a close, a reset or
  * silence past the timeout is a failure, named in the log when it changes the state. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -47,7 +47,7 @@ struct probe {
     uint8_t phase;                 /* enum phase */
     char request[512];
     uint16_t request_len, sent;
-    struct h1_response resp;
+    struct upstream_response resp;
     uint32_t fails, passes;        /* in a row */
     bool down;
 };
@@ -261,20 +261,20 @@ static void step(struct probe *p)
                 size_t used = 0;
                 int r = h1resp_parse(&p->resp, b + off, (size_t)n - off, &used);
                 off += used;
-                if (r == H1RESP_ERROR) {
+                if (r == UPSTREAM_ERROR) {
                     char why[200];
                     snprintf(why, sizeof why, "invalid response: %s", p->resp.error ? p->resp.error : "?");
                     finish(p, false, why);
                     return;
                 }
-                if (r == H1RESP_HEAD && !p->resp.informational) {
+                if (r == UPSTREAM_HEAD && !p->resp.informational) {
                     int status = p->resp.status;
                     char why[64];
                     snprintf(why, sizeof why, "status %d", status);
                     finish(p, status >= 200 && status < 400, why);
                     return;
                 }
-                if (r == H1RESP_MORE && !used)
+                if (r == UPSTREAM_MORE && !used)
                     break;
             }
         }

@@ -150,12 +150,12 @@ int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const st
 SSL *upstream_tls_client(const struct upstream_tls *t, int fd);
 const char *upstream_tls_failure(const struct upstream_tls *t, SSL *ssl, char *buf, size_t cap);
 
-/* h1client.c: an upstream's HTTP/1.1 response, parsed by llhttp in response mode.  The
+/* h1resp.c: an upstream's HTTP/1.1 response, parsed by llhttp in response mode.  The
  * parser stops after the head, after each piece of body (which stays in the caller's
  * buffer: body/body_len point into it) and at the message's end, so the caller passes
  * each on before parsing further. */
-enum { H1RESP_MORE, H1RESP_HEAD, H1RESP_BODY, H1RESP_END, H1RESP_ERROR };
-struct h1_response {
+enum { UPSTREAM_MORE, UPSTREAM_HEAD, UPSTREAM_BODY, UPSTREAM_END, UPSTREAM_ERROR };
+struct upstream_response {
     llhttp_t parser;
     struct buf fields;             /* the head's fields: lower-case name\0value\0 pairs, and the one being read */
     uint32_t field_start, name_end;   /* where in fields that one begins, and its name's NUL */
@@ -177,31 +177,31 @@ struct h1_response {
 };
 /* upgrade_asked: the request carried Upgrade, so a 101 is its answer (then the bytes after
  * the head are the new protocol's, left to the caller). */
-void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, uint32_t head_max);
-/* Parses up to len bytes: what it found (H1RESP_*), *used how many it took. */
-int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used);
-/* The server closed: H1RESP_END if that ends the message (a body read to the close),
- * H1RESP_ERROR if the message was cut short. */
-int h1resp_eof(struct h1_response *p);
-void h1resp_free(struct h1_response *p);
+void h1resp_init(struct upstream_response *p, bool head_request, bool upgrade_asked, uint32_t head_max);
+/* Parses up to len bytes: what it found (UPSTREAM_*), *used how many it took. */
+int h1resp_parse(struct upstream_response *p, const char *data, size_t len, size_t *used);
+/* The server closed: UPSTREAM_END if that ends the message (a body read to the close),
+ * UPSTREAM_ERROR if the message was cut short. */
+int h1resp_eof(struct upstream_response *p);
+void h1resp_free(struct upstream_response *p);
 /* Refuses the response: error becomes what, then detail if not NULL (copied). */
-void h1resp_fail(struct h1_response *p, const char *what, const char *detail);
+void h1resp_fail(struct upstream_response *p, const char *what, const char *detail);
 
 /* h2client.c: HTTP/2 on an upstream connection (h2c, or h2 over TLS), one exchange
  * at a time.  h2up_open gives uc a client session (SETTINGS queued); h2up_submit queues
  * r's request from the HTTP/1.1 head proxy_pass built (its request line, Host and fields)
  * with r's body to come; h2up_step moves both ways without waiting and says what it found
- * as h1resp_parse does - H1RESP_HEAD (resp filled: status, fields, length, complete for a
- * head that ends the stream), H1RESP_BODY (resp->body, body_len: valid until the next
- * step), H1RESP_END, H1RESP_ERROR (*why, resp->error the cause), or H1RESP_MORE with the
+ * as h1resp_parse does - UPSTREAM_HEAD (resp filled: status, fields, length, complete for a
+ * head that ends the stream), UPSTREAM_BODY (resp->body, body_len: valid until the next
+ * step), UPSTREAM_END, UPSTREAM_ERROR (*why, resp->error the cause), or UPSTREAM_MORE with the
  * *events to wait for. */
 struct h2up;
 int h2up_open(struct upstream_conn *uc, uint32_t head_max);
-int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *head, struct h1_response *resp);
+int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *head, struct upstream_response *resp);
 int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why);
 /* The trailer fields the response ended with: name\0value\0 pairs, *n of them. */
 const struct buf *h2up_trailers(const struct upstream_conn *uc, uint32_t *n);
-/* After H1RESP_END: both sides ended, cleanly, and the connection may carry another. */
+/* After UPSTREAM_END: both sides ended, cleanly, and the connection may carry another. */
 bool h2up_reusable(const struct upstream_conn *uc);
 /* The exchange is over (a stream still open is reset); its buffers go. */
 void h2up_end_exchange(struct upstream_conn *uc);

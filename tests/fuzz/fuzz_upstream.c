@@ -1,4 +1,4 @@
-/* Fuzz target: an upstream's HTTP/1.1 response (upstream/h1client.c), fed in pieces
+/* Fuzz target: an upstream's HTTP/1.1 response (upstream/h1resp.c), fed in pieces
  * whose sizes come from the input itself.  Whatever the bytes, the parser takes no more
  * than it is given, reports the head once and before any body, never reports body past
  * a Content-Length it announced, ends at most once, and an error stays an error.  With an
@@ -18,7 +18,7 @@ static bool token_lower(int ch)
     return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
 
-static void check_fields(const struct h1_response *p)
+static void check_fields(const struct upstream_response *p)
 {
     if (!p->fields.data) {
         if (p->nfields)
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned step = 1 + data[1] % 61;       /* piece size: splits fall everywhere */
     data += 2;
     size -= 2;
-    struct h1_response p;
+    struct upstream_response p;
     h1resp_init(&p, head_request, upgrade_asked, 4096);
     bool head = false, end = false, error = false;
     uint64_t body = 0;
@@ -83,13 +83,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         pos += used;
         switch (ev) {
-        case H1RESP_HEAD:
+        case UPSTREAM_HEAD:
             if (head)
                 abort();
             head = true;
             check_fields(&p);
             break;
-        case H1RESP_BODY:
+        case UPSTREAM_BODY:
             if (!head || head_request || p.upgraded || p.body_len == 0 || p.body < (const char *)data ||
                 p.body + p.body_len > (const char *)data + pos)
                 abort();
@@ -98,27 +98,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             memset(is_body + (p.body - (const char *)data), 1, p.body_len);
             break;
-        case H1RESP_END:
+        case UPSTREAM_END:
             if (!head || (p.upgraded && (p.status != 101 || !upgrade_asked || body)))
                 abort();
             end = true;
             break;
-        case H1RESP_ERROR:
+        case UPSTREAM_ERROR:
             error = true;
-            if (!p.error || h1resp_parse(&p, "x", 1, &used) != H1RESP_ERROR)
+            if (!p.error || h1resp_parse(&p, "x", 1, &used) != UPSTREAM_ERROR)
                 abort();
             break;
         default:
             if (pos == size) {
                 int last = h1resp_eof(&p);
-                if (last == H1RESP_END && !head)
+                if (last == UPSTREAM_END && !head)
                     abort();
                 end = true;
             } else if (!used && give) {
                 abort();                    /* no progress on bytes it was given */
             }
         }
-        if (ev == H1RESP_HEAD || ev == H1RESP_BODY || ev == H1RESP_END)
+        if (ev == UPSTREAM_HEAD || ev == UPSTREAM_BODY || ev == UPSTREAM_END)
             check_framing(data, is_body, &framing_checked, pos);
     }
     free(is_body);

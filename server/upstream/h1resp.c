@@ -1,6 +1,6 @@
 /* An upstream's HTTP/1.1 response: llhttp in response mode, one parser per exchange,
- * whose callbacks fill struct h1_response and stop it at each thing the proxy must pass
- * on before reading further (the head, each piece of body, the end).
+ * whose callbacks fill struct upstream_response and stop it at each thing the proxy must
+ * pass on before reading further (the head, each piece of body, the end).
  *
  * One parser, one length: the body's end is what llhttp says it is - Content-Length,
  * the chunked coding, or the close - and nothing else reads the framing.  What could make
@@ -29,11 +29,14 @@
 #include "scalloc.h"
 #include "upstream/upstream.h"
 
-static struct h1_response *P(llhttp_t *p) { return (struct h1_response *)((char *)p - offsetof(struct h1_response, parser)); }
+static struct upstream_response *P(llhttp_t *p)
+{
+    return (struct upstream_response *)((char *)p - offsetof(struct upstream_response, parser));
+}
 
 static int refuse(llhttp_t *p, const char *why)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     if (!r->error)
         r->error = why;
     return -1;
@@ -41,7 +44,7 @@ static int refuse(llhttp_t *p, const char *why)
 
 static int on_message_begin(llhttp_t *p)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     r->fields.len = r->field_start = 0;
     r->in_value = false;
     r->nfields = r->head_bytes = 0;
@@ -54,7 +57,7 @@ static int on_message_begin(llhttp_t *p)
  * a NUL, its value (in_value: past the name's NUL). */
 static int add_span(llhttp_t *p, const char *at, size_t n)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     r->head_bytes += (uint32_t)n;
     if (r->head_bytes > r->head_max)
         return refuse(p, "upstream sent too big a header");
@@ -66,7 +69,7 @@ static int add_span(llhttp_t *p, const char *at, size_t n)
 
 static int end_name(llhttp_t *p)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     if (r->in_value)
         return 0;
     r->in_value = true;
@@ -83,7 +86,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n) { return add_s
  * a split value. */
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     uint64_t pos = r->fed + (uint64_t)(at - r->exec_start);
     bool started = r->in_value && r->fields.len > r->name_end + 1;
     if ((started && pos != r->vspan_end) || (!started && n && (at[0] == ' ' || at[0] == '\t')))
@@ -94,7 +97,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
 
 static int on_header_value_complete(llhttp_t *p)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     if (end_name(p))
         return -1;
     char *name = r->fields.data + r->field_start, *value = r->fields.data + r->name_end + 1;
@@ -126,7 +129,7 @@ static int on_header_value_complete(llhttp_t *p)
 
 static int on_headers_complete(llhttp_t *p)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     if (r->error)
         return -1;
     if (r->chunked && r->length >= 0)
@@ -138,7 +141,7 @@ static int on_headers_complete(llhttp_t *p)
         return refuse(p, "upstream sent an invalid status code");
     if (r->status == 101 && r->upgrade_asked) {
         r->head_done = r->upgraded = true;
-        r->event = H1RESP_HEAD;
+        r->event = UPSTREAM_HEAD;
         return 2;                  /* llhttp ends the message and stops after the head */
     }
     if (r->status < 200) {
@@ -149,7 +152,7 @@ static int on_headers_complete(llhttp_t *p)
     }
     r->length = (p->flags & F_CONTENT_LENGTH) ? (int64_t)p->content_length : -1;
     r->head_done = true;
-    r->event = H1RESP_HEAD;
+    r->event = UPSTREAM_HEAD;
     /* The head announces a body that does not come; a 204 or 304 has none either (RFC
      * 9110 6.4.1), nor does one of Content-Length: 0 (a 403, an authentication server's
      * 200), and its end is here: paused instead, llhttp would report it only with the
@@ -161,10 +164,10 @@ static int on_headers_complete(llhttp_t *p)
 
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     r->body = at;
     r->body_len = n;
-    r->event = H1RESP_BODY;
+    r->event = UPSTREAM_BODY;
     /* The last piece of a body with a length ends the message right here: no pause, so
      * llhttp reaches the end now rather than after bytes that will never come. */
     if (!(p->flags & F_CHUNKED) && (p->flags & F_CONTENT_LENGTH) && p->content_length == 0)
@@ -174,7 +177,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
 
 static int on_message_complete(llhttp_t *p)
 {
-    struct h1_response *r = P(p);
+    struct upstream_response *r = P(p);
     if (r->informational) {
         r->informational = false;
         return 0;
@@ -184,8 +187,8 @@ static int on_message_complete(llhttp_t *p)
     if (r->upgraded)
         return 0;                  /* llhttp pauses itself (HPE_PAUSED_UPGRADE) */
     /* A head or a last piece found in the same pass is reported first, the end next time. */
-    if (r->event == H1RESP_MORE)
-        r->event = H1RESP_END;
+    if (r->event == UPSTREAM_MORE)
+        r->event = UPSTREAM_END;
     return HPE_PAUSED;
 }
 
@@ -201,7 +204,7 @@ static const llhttp_settings_t settings = {
 };
 
 
-void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, uint32_t head_max)
+void h1resp_init(struct upstream_response *p, bool head_request, bool upgrade_asked, uint32_t head_max)
 {
     memset(p, 0, sizeof *p);
     llhttp_init(&p->parser, HTTP_RESPONSE, &settings);
@@ -213,12 +216,12 @@ void h1resp_init(struct h1_response *p, bool head_request, bool upgrade_asked, u
 
 /* What is wrong with the framing stretch f[0..n) (NULL: nothing): a chunk's data not
  * ended by CRLF, a bare CR (http1_syntax.h says why either matters to a proxy). */
-static const char *framing_bad(struct h1_response *p, const char *f, size_t n)
+static const char *framing_bad(struct upstream_response *p, const char *f, size_t n)
 {
     if (http1_chunk_end_bad(f, n, &p->crlf_due))
         return "upstream sent a chunk not ended by CRLF";
     if (http1_bare_cr(f, n, &p->cr_last))
-        return p->head_done && p->event != H1RESP_HEAD ? "upstream sent a bare CR in its chunked framing or trailers"
+        return p->head_done && p->event != UPSTREAM_HEAD ? "upstream sent a bare CR in its chunked framing or trailers"
                                                        : "upstream sent a bare CR in its header";
     return NULL;
 }
@@ -227,9 +230,9 @@ static const char *framing_bad(struct h1_response *p, const char *f, size_t n)
  * piece on_body found in this pass (at most one: on_body pauses llhttp, except for a
  * length's last piece, after which only the message's end comes), which may hold any
  * byte.  A CR right before a body's first byte is a line llhttp ended on the CR alone. */
-static const char *framing_error(struct h1_response *p, const char *data, size_t took)
+static const char *framing_error(struct upstream_response *p, const char *data, size_t took)
 {
-    if (p->event != H1RESP_BODY)
+    if (p->event != UPSTREAM_BODY)
         return framing_bad(p, data, took);
     const char *why = framing_bad(p, data, (size_t)(p->body - data));
     if (why || p->cr_last || p->crlf_due)
@@ -240,16 +243,16 @@ static const char *framing_error(struct h1_response *p, const char *data, size_t
     return framing_bad(p, body_end, (size_t)(data + took - body_end));
 }
 
-int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *used)
+int h1resp_parse(struct upstream_response *p, const char *data, size_t len, size_t *used)
 {
     *used = 0;
     if (p->error)
-        return H1RESP_ERROR;
+        return UPSTREAM_ERROR;
     if (p->complete)
-        return H1RESP_END;         /* what was found with the end went out last time */
+        return UPSTREAM_END;         /* what was found with the end went out last time */
     if (!len)
-        return H1RESP_MORE;
-    p->event = H1RESP_MORE;
+        return UPSTREAM_MORE;
+    p->event = UPSTREAM_MORE;
     p->exec_start = data;
     llhttp_errno_t err = llhttp_execute(&p->parser, data, len);
     /* What llhttp took is checked before any of it is acted on: llhttp stops right after
@@ -259,12 +262,12 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
     const char *why = err == HPE_OK || err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE ? framing_error(p, data, took) : NULL;
     if (why) {
         p->error = why;
-        return H1RESP_ERROR;
+        return UPSTREAM_ERROR;
     }
     if (err == HPE_OK) {
         *used = len;
         p->fed += len;
-        return H1RESP_MORE;
+        return UPSTREAM_MORE;
     }
     if (err == HPE_PAUSED) {
         *used = took;
@@ -276,35 +279,35 @@ int h1resp_parse(struct h1_response *p, const char *data, size_t len, size_t *us
         /* The head and its end at once: the head now, the end next time; the bytes after
          * it are the caller's, never parsed. */
         *used = took;
-        return p->event == H1RESP_MORE ? H1RESP_END : p->event;
+        return p->event == UPSTREAM_MORE ? UPSTREAM_END : p->event;
     }
     if (!p->error)
         h1resp_fail(p, "upstream sent an invalid response: ",
                     llhttp_get_error_reason(&p->parser) ? llhttp_get_error_reason(&p->parser) : llhttp_errno_name(err));
-    return H1RESP_ERROR;
+    return UPSTREAM_ERROR;
 }
 
-int h1resp_eof(struct h1_response *p)
+int h1resp_eof(struct upstream_response *p)
 {
     if (p->complete)
-        return H1RESP_END;
+        return UPSTREAM_END;
     if (!p->head_done) {
         if (!p->error)
             p->error = "upstream prematurely closed the connection";
-        return H1RESP_ERROR;
+        return UPSTREAM_ERROR;
     }
     /* A body that runs to the close ends here; one with a length or chunks is cut short. */
     llhttp_errno_t e = llhttp_finish(&p->parser);
     if ((e == HPE_OK || e == HPE_PAUSED) && p->complete)
-        return H1RESP_END;
+        return UPSTREAM_END;
     if (!p->error)
         p->error = "upstream prematurely closed the connection while sending the body";
-    return H1RESP_ERROR;
+    return UPSTREAM_ERROR;
 }
 
 /* The text is composed only on a failure, so that a response being waited for - a long
  * poll's, in the proxy's parked state - carries no buffer for it. */
-void h1resp_fail(struct h1_response *p, const char *what, const char *detail)
+void h1resp_fail(struct upstream_response *p, const char *what, const char *detail)
 {
     size_t wl = strlen(what), dl = detail ? strlen(detail) : 0;
     sc_free(p->error_text);
@@ -320,7 +323,7 @@ void h1resp_fail(struct h1_response *p, const char *what, const char *detail)
     p->error = p->error_text;
 }
 
-void h1resp_free(struct h1_response *p)
+void h1resp_free(struct upstream_response *p)
 {
     buf_free(&p->fields);
     sc_free(p->error_text);

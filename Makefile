@@ -117,7 +117,7 @@ ifneq ($(SERVER_SRC),)
 TARGETS += $(BUILD)/h2park $(BUILD)/tests/test_config
 endif
 TARGETS += $(BUILD)/h2park.8 $(BUILD)/tests/test_clienttable $(BUILD)/tests/test_proxy $(BUILD)/tests/test_copy $(BUILD)/tests/test_h1resp \
-           $(BUILD)/tests/test_upstream $(BUILD)/tests/test_parking \
+           $(BUILD)/tests/test_upstream $(BUILD)/tests/test_parking $(BUILD)/tests/test_exchange \
            $(BUILD)/tests/test_passcheck
 TARGETS += $(BUILD)/tests/test_rate $(BUILD)/tests/test_gzpark $(BUILD)/tests/test_acceptenc $(BUILD)/tests/test_encode
 
@@ -230,6 +230,10 @@ $(BUILD)/tests/test_upstream: $(BUILD)/obj/tests/test_upstream.o $(filter-out $(
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 # Parking stepped in process, on the fuzzers' daemon (tests/fuzz/harness.c).
 $(BUILD)/tests/test_parking: $(BUILD)/obj/tests/test_parking.o $(BUILD)/obj/tests/fuzz/harness.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
+# The upstream exchange's clients: a neutral request head in HTTP/1.1 and HTTP/2.
+$(BUILD)/tests/test_exchange: $(BUILD)/obj/tests/test_exchange.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(SERVER_LIBS) $(LDFLAGS_ALL)
 $(BUILD)/tests/test_h1resp: $(BUILD)/obj/tests/test_h1resp.o $(filter-out $(BUILD)/obj/server/main.o,$(SERVER_OBJ)) $(BUILD)/libcoro.a $(BUILD)/libscalloc.a

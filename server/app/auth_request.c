@@ -5,7 +5,7 @@
  * authentication server (config.c checks it: HTTP/1.1, not the protected location), so
  * the subrequest goes through that location's upstream group - its balancing, keep-alive
  * pool, TLS settings, passive health and proxy_*_timeout - with upstream.c's client and
- * h1resp.c's parser, as proxy_pass does.  The subrequest is a GET of the named URI (with
+ * h1resp.c's parser, as h1client.c does for proxy_pass.  The subrequest is a GET of the named URI (with
  * proxy_pass's path put in place of the location's, as proxy_pass does) carrying the
  * client's fields but the hop-by-hop and framing ones, and no body, plus the original
  * request as X-Original-Method and X-Original-URI (nginx's usual lines) and

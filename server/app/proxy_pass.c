@@ -1,38 +1,36 @@
 /* The reverse proxy (proxy_pass): a request handler that passes its request to an
- * upstream server - over HTTP/1.1, or HTTP/2 for h2c:// and h2:// (upstream/h2client.c) -
- * and its response back, streaming both ways.
+ * upstream server and its response back, streaming both ways, through one exchange
+ * interface (upstream/upstream.h) whatever the upstream speaks - HTTP/1.1
+ * (upstream/h1client.c), or HTTP/2 for h2c:// and h2:// (upstream/h2client.c).  This
+ * file holds the proxy's rules alone: which fields pass each way, the request's target
+ * and authority, which server is tried and when another is, what a failure answers, and
+ * which upgrades are passed on; the clients hold the protocols - framing, parsing, the
+ * tunnel.
  *
  * Every wait is a request-API call (req_wait_io, req_read_body, req_write), so what a
  * waiting exchange holds is heap state - the exchange below, its upstream connection,
- * the request - and never a buffer on the handler's stack: a long poll waiting for its
- * upstream holds no read buffer either (an empty one is freed when the handler parks, so
- * a response that comes within a tick reuses it).  Memory is
- * bounded per exchange: one read buffer of UPSTREAM_READ bytes, the request's output
- * (REQUEST_OUTPUT_MAX: req_write waits for the client, and so the upstream is read no
- * faster than the client takes it), and one piece of request body on its way up.  The
- * rest of a body of known length is read straight into the request's output
- * (req_write_room), never more than is left of it: no copy through the read buffer, and
- * nothing past the response is taken from the socket.  Asked for more than
- * REQUEST_OUTPUT_MAX, that output is wide while the worker's budget lasts: a large body
- * is read 256 KiB at a time.
+ * the request - and never a buffer on the handler's stack: the request head the proxy
+ * makes lives on submit_request's frame and is gone once the client has it, and a long
+ * poll waiting for its upstream holds no read buffer either (the client's, freed when
+ * the handler parks).  Memory per exchange is the clients' to bound (h1client.c says
+ * how); the response body goes to the request's output, which req_write bounds
+ * (REQUEST_OUTPUT_MAX: the upstream is read no faster than the client takes it).
  *
  * RFC 9110 section 7.6, as an intermediary: hop-by-hop fields (Connection and the fields
  * it names, Keep-Alive, Proxy-Connection, TE, Transfer-Encoding, Upgrade) are not
  * forwarded either way; Via is added both ways; X-Forwarded-For and Forwarded get the
  * client's address appended, X-Forwarded-Proto and X-Forwarded-Host are set; Host is the
  * client's (or proxy_set_host); Expect: 100-continue is answered by the front end when
- * the body is first read (after the upstream is connected), not forwarded.  An HTTP/2
- * client's request becomes HTTP/1.1: its cookie fields joined with "; " (RFC 9113
- * 8.2.3), a body without a length sent chunked.  The response's Date and Server are
- * this server's, as in nginx.
+ * the body is first read (after the upstream is connected), not forwarded.  Cookie
+ * fields are joined with "; " (RFC 9113 8.2.3: an HTTP/2 client's come apart); a body
+ * without a length goes as the upstream's protocol frames one (chunked, or DATA to the
+ * stream's end).  The response's Date and Server are this server's, as in nginx.
  *
- * WebSocket (RFC 6455) over HTTP/1.1: a client's Upgrade: websocket goes upstream with
- * Connection: upgrade, and the upstream's 101 makes the exchange a tunnel (tunnel()):
- * bytes both ways as they come, with the same bounds - one read buffer, freed when it is
- * empty as the handler parks, and the request's output - so an idle tunnel waits holding
- * no buffer.  Its
- * silence both ways is bounded by proxy_read_timeout, as in nginx; the upstream
- * connection is never pooled afterwards.  Over HTTP/2 (RFC 8441) the client's extended
+ * WebSocket (RFC 6455), to an upstream whose client has a tunnel (HTTP/1.1's): a
+ * client's Upgrade: websocket goes upstream as the upgrade it asks for, and the
+ * upstream's 101 makes the exchange a tunnel (h1client.c: bytes both ways as they come,
+ * an idle one holding no buffer), its silence bounded by proxy_read_timeout as in nginx;
+ * the upstream connection is never pooled afterwards.  Over HTTP/2 (RFC 8441) the client's extended
  * CONNECT goes upstream as that handshake, a GET with a Sec-WebSocket-Key of the proxy's
  * own (an HTTP/2 client sends none), and the upstream's 101 must carry the key's
  * Sec-WebSocket-Accept (RFC 6455 4.1) before the client is told 200: a 2xx that did not
@@ -44,13 +42,11 @@
  * upstream only for an idempotent request whose body was not read (it cannot be sent
  * twice). */
 #define _GNU_SOURCE
-#include <ctype.h>
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,29 +60,20 @@
 #include "scalloc.h"
 #include "upstream/upstream.h"
 
-#define UPSTREAM_READ (16u << 10)
-#define BODY_PIECE (16u << 10)
 #define FIELDS_MAX 128
 #define STALE_RETRIES 3           /* pooled connections found closed, per request */
 #define RESPONSE_FIELDS_SEEN 128  /* a response head's fields, passed on or not (more: 502) */
 
 struct exchange {
-    struct request *r;
-    const struct proxy_conf *pc;   /* the request's location's */
+    struct upstream_exchange ux;   /* the attempt in flight: its client, connection, response */
     const struct upstream_server_conf *sc;   /* the server of this attempt, or NULL */
     const char *upgrade;           /* the client's Upgrade, passed on (websocket), or NULL */
-    char ws_key[25];               /* the handshake's key, when it is the proxy's own (HTTP/2), or "" */
-    struct upstream_conn *uc;
-    struct upstream_response resp;
-    struct buf rx;                 /* read from the upstream, not yet parsed */
-    size_t rx_off;
-    double started;
-    bool reused, request_sent, body_started, responded, body_open;
-    bool h2;                       /* the upstream speaks HTTP/2 (upstream/h2client.c) */
-    uint8_t send_failed;           /* the upstream stopped taking the request: why */
-    uint8_t err;                   /* the errno behind the attempt's failure, or 0 (Linux's fit a
-                                      byte: the exchange stays in the heap's 352-byte class) */
+    char *target;                  /* the target with proxy_pass's path in place (heap), or NULL */
+    char *ws_key;                  /* the handshake's key, when it is the proxy's own (HTTP/2; heap), or NULL */
     char *detail;                  /* a failed connect's or handshake's words (heap), or NULL */
+    double started;
+    bool reused, responded;
+    bool client_h2;                /* the client speaks HTTP/2 (its Via is 2.0's) */
 };
 
 /* This process's mark in the Via it adds to a request, "1.1 h2park (" and 16 hex digits
@@ -97,6 +84,7 @@ struct exchange {
  * h2park in a chain are not a loop. */
 static char via_mark[20];          /* "(" 16 hex ")" */
 static char via_request[2][40];    /* "1.1 h2park (...)", "2.0 h2park (...)" */
+static size_t via_request_len;     /* (both's) */
 
 void proxy_pass_init(void)
 {
@@ -115,6 +103,7 @@ void proxy_pass_init(void)
     via_mark[n] = 0;
     snprintf(via_request[0], sizeof via_request[0], "1.1 h2park %s", via_mark);
     snprintf(via_request[1], sizeof via_request[1], "2.0 h2park %s", via_mark);
+    via_request_len = strlen(via_request[0]);
 }
 
 /* What the proxy does with a field, by its name (lower case, nl bytes): found by length
@@ -159,11 +148,6 @@ static bool idempotent(const char *m)
 
 static int put(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
 #define PUT(b, literal) buf_append(b, literal, sizeof(literal) - 1)
-static int put_field_n(struct buf *b, const char *name, size_t nl, const char *value)
-{
-    return buf_append(b, name, nl) || PUT(b, ": ") || put(b, value) || PUT(b, "\r\n");
-}
-#define put_field(b, literal, value) put_field_n(b, literal, sizeof(literal) - 1, value)
 
 /* The rest of a decoded path, escaped again for a request line: what is not a path
  * character (RFC 3986 3.3) goes as %XX, '%' among them. */
@@ -203,12 +187,17 @@ static int join(struct buf *b, const char *value, const char *sep)
     return (b->len && put(b, sep)) || put(b, value);
 }
 
-/* base64 of 16 random bytes: a WebSocket handshake's key (RFC 6455 4.1), 24 characters. */
-static int websocket_key(char out[25])
+/* base64 of 16 random bytes: a WebSocket handshake's key (RFC 6455 4.1), 24 characters
+ * (heap), or NULL. */
+static char *websocket_key(void)
 {
     unsigned char nonce[16];
-    return RAND_bytes(nonce, sizeof nonce) == 1 && EVP_EncodeBlock((unsigned char *)out, nonce, sizeof nonce) == 24
-               ? 0 : -1;
+    char *out = sc_malloc(25);
+    if (out && (RAND_bytes(nonce, sizeof nonce) != 1 || EVP_EncodeBlock((unsigned char *)out, nonce, sizeof nonce) != 24)) {
+        sc_free(out);
+        out = NULL;
+    }
+    return out;
 }
 
 /* Whether accept is the upstream's proof that it read key (RFC 6455 4.2.2). */
@@ -244,165 +233,220 @@ static size_t cat(char *dst, size_t at, size_t cap, const char *s, size_t n)
     return at + n;
 }
 
-/* A client's field as build_head reads it: measured and classified once. */
-struct request_field {
-    const char *name, *value;
-    uint32_t nl, vl;
-    enum field_role role;
-};
-
-/* The values of the fields of role role among f[0..n), joined by sep, with last after
- * them (if not NULL), as one field called name: the form a repeated field may take (RFC
- * 9110 5.3), and for Cookie what RFC 9113 8.2.3 asks of an HTTP/2 client's. */
-static int put_joined(struct buf *head, const char *name, const struct request_field *f, size_t n,
-                      enum field_role role, const char *sep, const char *last, size_t last_len)
+/* What the upstream is not asked at all, before a server is picked: more fields than are
+ * passed on (-2: 431, none dropped), or this process's Via mark, a request come round a
+ * loop (-3: 508). */
+static PARKED_APART int check_request(struct request *r)
 {
-    bool any = false;
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        if (f[i].role != role)
-            continue;
-        rc = (any ? put(head, sep) : put(head, name) || PUT(head, ": ")) || buf_append(head, f[i].value, f[i].vl);
-        any = true;
-    }
-    if (last && !rc) {
-        rc = (any ? put(head, sep) : put(head, name) || PUT(head, ": ")) || buf_append(head, last, last_len);
-        any = true;
-    }
-    return rc || (any && PUT(head, "\r\n"));
-}
-
-/* The request head for the upstream: the target with the location's path swapped for
- * proxy_pass's (if it gives one, as nginx), the client's fields but the hop-by-hop ones,
- * and the proxy's own; upgrade, the protocol the client asks for, asked for again - for an
- * HTTP/2 client's extended CONNECT as HTTP/1.1's handshake, with the key ws_key.
- * *chunked: the body goes with the chunked coding.  -2: more fields than are passed on
- * (431); -3: the request carries this process's Via mark, it came round a loop (508). */
-static int build_head(struct request *r, const struct proxy_conf *pc, const char *upgrade, const char *ws_key,
-                      struct buf *head, bool *chunked)
-{
-    const struct location *loc = req_location(r);
     struct header h[FIELDS_MAX + 1];
-    struct request_field f[FIELDS_MAX];
     size_t n = req_headers(r, h, FIELDS_MAX + 1);
     if (n > FIELDS_MAX)
-        return -2;                 /* more fields than are passed on: 431, none dropped */
-    struct buf connection = { 0 };
-    const char *target = req_target(r), *authority = req_authority(r);
-    size_t size = strlen(target) + strlen(pc->uri) + 512, al = strlen(authority);
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        f[i].name = h[i].name;
-        f[i].value = h[i].value;
-        f[i].nl = (uint32_t)strlen(h[i].name);
-        f[i].vl = (uint32_t)strlen(h[i].value);
-        f[i].role = h[i].name[0] == ':' ? FR_HOP : field_role(h[i].name, f[i].nl);
-        if (f[i].role == FR_CONNECTION)
-            rc = add_connection(&connection, h[i].value);
-        else if (f[i].role == FR_VIA && via_mark[0] && strstr(h[i].value, via_mark))
-            rc = -3;
-        size += f[i].nl + f[i].vl + 4;
+        return -2;
+    for (size_t i = 0; i < n; i++)
+        if (h[i].name[0] == 'v' && !strcmp(h[i].name, "via") && via_mark[0] && strstr(h[i].value, via_mark))
+            return -3;
+    return 0;
+}
+
+/* The fields the proxy joins into one of its own, each with its own value last: where
+ * the first of a kind is among the client's, and how many there are. */
+enum { J_COOKIE, J_X_FORWARDED_FOR, J_FORWARDED, J_VIA, J_COUNT };
+struct joins {
+    uint32_t first[J_COUNT], count[J_COUNT];
+    size_t len;                    /* their values' bytes, and a separator each */
+};
+
+/* *o's value: those of the client's fields of kind j (role want), joined by "; " for
+ * Cookie (what RFC 9113 8.2.3 asks of an HTTP/2 client's) and ", " else (the form a
+ * repeated field may take, RFC 9110 5.3), with last after them (if not NULL).  A value of
+ * one part is pointed to where it is; one of several is joined in text, which the caller
+ * reserved for all of them (nothing there moves). */
+static PARKED_APART void join_values(struct upstream_field *o, const struct upstream_field *f, const uint8_t *role,
+                                     size_t n, const struct joins *js, int j, enum field_role want, const char *last,
+                                     size_t last_len, struct buf *text)
+{
+    uint32_t count = js->count[j];
+    if (count == 1 && !last) {
+        o->value = f[js->first[j]].value, o->vl = f[js->first[j]].vl;
+        return;
     }
-    if (rc == -3) {
-        buf_free(&connection);
-        return -3;                 /* it came round a loop: 508 */
-    }
-    /* The head in one allocation: everything below is within size but the rare escaped path. */
-    rc = rc || buf_reserve(head, size + 3 * al);
-    bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
-    rc = rc || put(head, ws_key[0] ? "GET" : req_method(r)) || PUT(head, " ");
-    if (pc->uri[0])
-        rc = rc || put_replaced_target(head, pc->uri, target, loc);
-    else
-        rc = rc || put(head, target);
-    rc = rc || PUT(head, " HTTP/1.1\r\n");
-    rc = rc || put_field(head, "Host", pc->host[0] ? pc->host : *authority ? authority : pc->group->servers[0].text);
-    for (size_t i = 0; i < n && !rc; i++) {
-        /* (Date, Server and the accept are the response's to drop; a request's go on.) */
-        if ((f[i].role == FR_WEBSOCKET_KEY && !ws_key[0]) || f[i].role == FR_DATE || f[i].role == FR_SERVER ||
-            f[i].role == FR_WEBSOCKET_ACCEPT)
-            f[i].role = FR_PASS;
-        if (f[i].role != FR_PASS || (connection.len && http_list_has(connection.data, f[i].name)))
+    const char *sep = want == FR_COOKIE ? "; " : ", ";
+    size_t start = text->len;
+    for (size_t i = js->first[j]; i < n; i++) {
+        if (role[i] != want)
             continue;
-        rc = buf_append(head, f[i].name, f[i].nl) || PUT(head, ": ") || buf_append(head, f[i].value, f[i].vl) ||
-             PUT(head, "\r\n");
+        if (text->len > start)
+            buf_append(text, sep, 2);
+        buf_append(text, f[i].value, f[i].vl);
     }
-    buf_free(&connection);
-    /* RFC 7239: an IPv6 node in brackets, quoted; a host with a port quoted too. */
-    const char *client = req_peer_address(r), *scheme = req_scheme(r);
-    bool v6 = strchr(client, ':') != NULL;
-    char fw[700];
+    if (last) {
+        buf_append(text, sep, 2);
+        buf_append(text, last, last_len);
+    }
+    o->value = text->data + start;
+    o->vl = (uint32_t)(text->len - start);
+}
+/* The field called name the proxy sends for kind j (*o; its name NULL if there is none),
+ * the usual case - none of them among the client's, or only its own value - inline. */
+static inline void join_fields(struct upstream_field *o, const char *name, uint32_t nl, const struct upstream_field *f,
+                               const uint8_t *role, size_t n, const struct joins *js, int j, enum field_role want,
+                               const char *last, size_t last_len, struct buf *text)
+{
+    *o = (struct upstream_field){ js->count[j] || last ? name : NULL, last, nl, (uint32_t)last_len };
+    if (js->count[j])
+        join_values(o, f, role, n, js, j, want, last, last_len, text);
+}
+
+/* The proxy's Forwarded element for a request from client (RFC 7239): an IPv6 node in
+ * brackets, quoted; a host with a port quoted too.  Its length. */
+static size_t forwarded(const char *client, size_t cl, const char *scheme, const char *authority, size_t al, char *fw,
+                        size_t cap)
+{
+    bool v6 = memchr(client, ':', cl) != NULL;
     size_t fl = 0;
     if (al > 512)
         al = 512;
-    fl = cat(fw, fl, sizeof fw, "for=", 4);
+    fl = cat(fw, fl, cap, "for=", 4);
     if (v6)
-        fl = cat(fw, fl, sizeof fw, "\"[", 2);
-    fl = cat(fw, fl, sizeof fw, client, strlen(client));
+        fl = cat(fw, fl, cap, "\"[", 2);
+    fl = cat(fw, fl, cap, client, cl);
     if (v6)
-        fl = cat(fw, fl, sizeof fw, "]\"", 2);
-    fl = cat(fw, fl, sizeof fw, ";proto=", 7);
-    fl = cat(fw, fl, sizeof fw, scheme, strlen(scheme));
+        fl = cat(fw, fl, cap, "]\"", 2);
+    fl = cat(fw, fl, cap, ";proto=", 7);
+    fl = cat(fw, fl, cap, scheme, strlen(scheme));
     if (al) {
-        fl = cat(fw, fl, sizeof fw, ";host=\"", 7);
-        fl = cat(fw, fl, sizeof fw, authority, al);
-        fl = cat(fw, fl, sizeof fw, "\"", 1);
+        fl = cat(fw, fl, cap, ";host=\"", 7);
+        fl = cat(fw, fl, cap, authority, al);
+        fl = cat(fw, fl, cap, "\"", 1);
     }
-    rc = rc || put_joined(head, "Cookie", f, n, FR_COOKIE, "; ", NULL, 0) ||
-         put_joined(head, "X-Forwarded-For", f, n, FR_X_FORWARDED_FOR, ", ", client, strlen(client)) ||
-         put_field(head, "X-Forwarded-Proto", scheme) || (*authority && put_field(head, "X-Forwarded-Host", authority)) ||
-         put_joined(head, "Forwarded", f, n, FR_FORWARDED, ", ", fw, fl) ||
-         put_joined(head, "Via", f, n, FR_VIA, ", ", via_request[h2], strlen(via_request[h2]));
-    *chunked = false;
+    return fl;
+}
+
+/* The request the proxy's rules make of the client's, submitted on x's connection in the
+ * upstream's protocol: the target with the location's path swapped for proxy_pass's (if
+ * it gives one, as nginx), the client's fields but the hop-by-hop ones, and the proxy's
+ * own; x->upgrade, the protocol the client asks for, asked for again - for an HTTP/2
+ * client's extended CONNECT as HTTP/1.1's handshake, with the key x->ws_key.  Made on
+ * this frame and gone with it (the client copies what it sends): a request waiting for
+ * its answer keeps none of it.  check_request has passed.  0, or -1. */
+static PARKED_APART int submit_request(struct exchange *x)
+{
+    struct request *r = x->ux.r;
+    const struct proxy_conf *pc = x->ux.pc;
+    const char *ws_key = x->ws_key;
+    struct header h[FIELDS_MAX + 1];
+    struct upstream_field f[FIELDS_MAX + 8], joined[4];
+    uint8_t role[FIELDS_MAX];
+    size_t n = req_headers(r, h, FIELDS_MAX + 1);
+    struct joins js = { .len = 0 };
+    if (n > FIELDS_MAX)
+        return -1;
+    struct buf connection = { 0 }, text = { 0 };
+    bool te_trailers = false;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        f[i] = (struct upstream_field){ h[i].name, h[i].value, (uint32_t)strlen(h[i].name),
+                                        (uint32_t)strlen(h[i].value) };
+        enum field_role fr = h[i].name[0] == ':' ? FR_HOP : field_role(h[i].name, f[i].nl);
+        /* (Date, Server and the accept are the response's to drop; a request's go on.) */
+        if ((fr == FR_WEBSOCKET_KEY && !ws_key) || fr == FR_DATE || fr == FR_SERVER || fr == FR_WEBSOCKET_ACCEPT)
+            fr = FR_PASS;
+        if (fr == FR_CONNECTION)
+            rc = add_connection(&connection, h[i].value);
+        else if (fr == FR_HOP && f[i].nl == 2)
+            te_trailers |= http_list_has(h[i].value, "trailers");
+        else if (fr == FR_COOKIE || fr == FR_X_FORWARDED_FOR || fr == FR_FORWARDED || fr == FR_VIA) {
+            int j = fr == FR_COOKIE ? J_COOKIE : fr == FR_X_FORWARDED_FOR ? J_X_FORWARDED_FOR
+                    : fr == FR_FORWARDED ? J_FORWARDED : J_VIA;
+            if (!js.count[j]++)
+                js.first[j] = (uint32_t)i;
+            js.len += f[i].vl + 2;
+        }
+        role[i] = (uint8_t)fr;
+    }
+    const char *authority = req_authority(r), *client = req_peer_address(r), *scheme = req_scheme(r);
+    bool h2 = x->client_h2;
+    char fw[700];
+    size_t cl = strlen(client), al = strlen(authority), sl = strlen(scheme);
+    size_t fl = forwarded(client, cl, scheme, authority, al, fw, sizeof fw);
+    /* One reservation for all the values joined here: what points into it never moves. */
+    if (!rc && (js.count[J_COOKIE] > 1 || js.count[J_X_FORWARDED_FOR] || js.count[J_FORWARDED] || js.count[J_VIA]))
+        rc = buf_reserve(&text, js.len + cl + fl + 64);
+    if (!rc) {
+        join_fields(&joined[0], "Cookie", 6, f, role, n, &js, J_COOKIE, FR_COOKIE, NULL, 0, &text);
+        join_fields(&joined[1], "X-Forwarded-For", 15, f, role, n, &js, J_X_FORWARDED_FOR, FR_X_FORWARDED_FOR, client,
+                    cl, &text);
+        join_fields(&joined[2], "Forwarded", 9, f, role, n, &js, J_FORWARDED, FR_FORWARDED, fw, fl, &text);
+        join_fields(&joined[3], "Via", 3, f, role, n, &js, J_VIA, FR_VIA, via_request[h2], via_request_len, &text);
+    }
+    /* The fields passed as they are, moved down in place, then the proxy's own. */
+    uint32_t no = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        if (role[i] == FR_PASS && !(connection.len && http_list_has(connection.data, f[i].name)))
+            f[no++] = f[i];
+    buf_free(&connection);
+    if (!rc) {
+        if (joined[0].name)
+            f[no++] = joined[0];
+        f[no++] = joined[1];
+        f[no++] = (struct upstream_field){ "X-Forwarded-Proto", scheme, 17, (uint32_t)sl };
+        if (al)
+            f[no++] = (struct upstream_field){ "X-Forwarded-Host", authority, 16, (uint32_t)al };
+        f[no++] = joined[2];
+        f[no++] = joined[3];
+        if (ws_key)
+            f[no++] = (struct upstream_field){ "Sec-WebSocket-Key", ws_key, 17, 24 };
+    }
     int64_t length = req_content_length(r);
-    if (upgrade) {
-        /* no body: the bytes after the handshake are the tunnel's */
-    } else if (length >= 0) {
-        char text[24];
-        text[u64_dec(text, (uint64_t)length)] = 0;
-        rc = rc || put_field(head, "Content-Length", text);
-    } else if (!req_body_empty(r)) {
-        *chunked = true;
-        rc = rc || put_field(head, "Transfer-Encoding", "chunked");
-    }
-    if (upgrade)
-        rc = rc || put_field(head, "Connection", "upgrade") || put_field(head, "Upgrade", upgrade) ||
-             (ws_key[0] && put_field(head, "Sec-WebSocket-Key", ws_key));
-    else if (!pc->group->servers[0].keepalive)
-        rc = rc || put_field(head, "Connection", "close");
-    return rc || PUT(head, "\r\n");
+    struct upstream_request rq = {
+        .method = ws_key ? "GET" : req_method(r),
+        .target = x->target ? x->target : req_target(r),
+        .authority = pc->host[0] ? pc->host : *authority ? authority : pc->group->servers[0].text,
+        .fields = f,
+        .nfields = no,
+        .head_max = req_config(r)->max_header_list_size,
+        /* After an upgrade no body: the bytes after the handshake are the tunnel's. */
+        .length = x->upgrade ? UPSTREAM_BODY_NONE : length >= 0 ? length
+                  : req_body_empty(r) ? UPSTREAM_BODY_NONE : UPSTREAM_BODY_STREAM,
+        .upgrade = x->upgrade,
+        .head = req_is_head(r),
+        .close = !pc->group->servers[0].keepalive,
+        .trailers = te_trailers,
+    };
+    rc = rc || x->ux.client->submit(&x->ux, &rq);
+    buf_free(&text);
+    return rc ? -1 : 0;
 }
 
 /* ---- the upstream's side ---- */
 
-static int respond(struct exchange *x);
+static PARKED_APART int respond(struct exchange *x);
 
 /* The upstream's head came: timed, counted and passed on. */
 static int got_head(struct exchange *x, enum upstream_failure *why)
 {
-    struct request *r = x->r;
+    struct request *r = x->ux.r;
     struct req_upstream *u = req_upstream(r);
     if (u) {
         u->header_time = req_now(r) - x->started;
-        u->status = x->resp.status;
+        u->status = x->ux.resp.status;
     }
-    upstream_responded(x->sc, x->resp.status);
+    upstream_responded(x->sc, x->ux.resp.status);
     int rs = respond(x);
     if (rs) {
         *why = rs == -2 ? UF_INVALID : UF_NONE;
         return -1;
     }
-    buf_free(&x->resp.fields);       /* copied out: a long response keeps no head */
-    x->resp.field_start = 0;
+    buf_free(&x->ux.resp.fields);    /* copied out: a long response keeps no head */
+    x->ux.resp.field_start = 0;
     return 0;
 }
 
-/* The response's trailers (an h2c upstream's, gRPC's grpc-status) with the body's end;
- * the hop-by-hop ones and framing left out, as in the head. */
-static int end_with_trailers(struct exchange *x, enum upstream_failure *why)
+/* The response's end with the trailers the client kept, count in b (an HTTP/2
+ * upstream's, gRPC's grpc-status); the hop-by-hop ones and framing left out, as in the
+ * head. */
+static PARKED_APART int end_with_trailers(struct exchange *x, const struct buf *b, enum upstream_failure *why)
 {
-    uint32_t count;
-    const struct buf *b = h2up_trailers(x->uc, &count);
     struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
     for (size_t off = 0; off < b->len;) {
@@ -414,218 +458,42 @@ static int end_with_trailers(struct exchange *x, enum upstream_failure *why)
         if (role == FR_HOP || role == FR_CONNECTION || role == FR_UPGRADE || role == FR_CONTENT_LENGTH)
             continue;
         if (n == REQ_RESPONSE_FIELDS_MAX) {
-            x->resp.error = "upstream sent too many trailer fields";
+            x->ux.resp.error = "upstream sent too many trailer fields";
             *why = UF_INVALID;
             return -1;
         }
         h[n++] = (struct header){ name, value };
     }
-    req_end_with_trailers(x->r, h, n);
+    req_end_with_trailers(x->ux.r, h, n);
     return 0;
 }
 
 /* A request waiting for its upstream's answer parks in attempt's wait, and its handler's
  * frames from there up are what a parked long poll keeps: the steps between two waits
- * (pump, pump_h2, tunnel) are PARKED_APART (the frame rule, runtime/runtime.h). */
+ * (the client's step and tunnel, and what has large locals: respond, end_with_trailers)
+ * are PARKED_APART (the frame rule, runtime/runtime.h). */
 
-/* pump for an h2c upstream: h2client.c moves both ways and frames; this passes on what
- * it found, as pump does. */
-static PARKED_APART int pump_h2(struct exchange *x, int *events, enum upstream_failure *why)
+/* The client's step found the head (the exchange is the first member of x). */
+static int head_came(struct upstream_exchange *ux, enum upstream_failure *why)
 {
-    for (;;) {
-        int ev = h2up_step(x->uc, events, why);
-        if (ev == UPSTREAM_MORE) {
-            if (req_flush_point(x->r)) {     /* the upstream paused: see pump */
-                *why = UF_NONE;
-                return -1;
-            }
-            return 0;
-        }
-        if (ev == UPSTREAM_ERROR)
-            return -1;
-        if (ev == UPSTREAM_HEAD && got_head(x, why))
-            return -1;
-        if (ev == UPSTREAM_BODY && req_write(x->r, x->resp.body, x->resp.body_len)) {
-            *why = UF_NONE;
-            return -1;
-        }
-        if (ev == UPSTREAM_END) {
-            x->request_sent = true;
-            return end_with_trailers(x, why) ? -1 : 1;
-        }
-    }
+    _Static_assert(offsetof(struct exchange, ux) == 0, "the exchange is x's first member");
+    return got_head((struct exchange *)ux, why);
 }
 
-/* The rest of the response is body of a known length, none of it read yet: it can be
- * read where it goes, into the response's output, rather than through rx and a copy. */
-static bool body_to_output(const struct exchange *x)
+/* Moves what can move without waiting, both ways, and passes on the head the client
+ * found (the body goes straight to the request's output).  1: the response is complete
+ * (or switched protocols); 0: wait for *events; -1: failed (*why). */
+static int pump(struct exchange *x, int *events, enum upstream_failure *why)
 {
-    const struct upstream_response *p = &x->resp;
-    return p->head_done && !p->complete && !p->upgraded && !p->chunked && !p->head_request && p->length > 0 &&
-           p->parser.content_length > 0;
-}
-
-/* Reads at most what is left of such a body (nothing past the response is ever taken
- * there) into the response's output, which llhttp then counts, and makes it output.
- * The bytes read (*room: how many were asked), 0 for none now, -1 for the upstream's
- * close or a failure to read (errno), -2 with *why for anything else. */
-static ssize_t read_body_into_output(struct exchange *x, struct transport *t, size_t *room, enum upstream_failure *why)
-{
-    uint64_t left = x->resp.parser.content_length;
-    char *dst = req_write_room(x->r, left < REQUEST_OUTPUT_WIDE ? (size_t)left : REQUEST_OUTPUT_WIDE, room);
-    if (!dst) {
-        *why = UF_NONE;              /* the client went away: the body is unfinished */
-        return -2;
-    }
-    ssize_t n = transport_read(t, dst, *room);
-    if (n <= 0)
-        return n;
-    size_t used;
-    int ev = h1resp_parse(&x->resp, dst, (size_t)n, &used);
-    if (ev != UPSTREAM_BODY || x->resp.body != dst || x->resp.body_len != (size_t)n || used != (size_t)n) {
-        *why = UF_INVALID;           /* (llhttp takes a length-framed body as it comes) */
-        return -2;
-    }
-    if (req_write_commit(x->r, (size_t)n)) {
-        *why = UF_NONE;
-        return -2;
-    }
-    return n;
-}
-
-/* Moves what can move without waiting, both ways at once - the request up (its head,
- * then body as it arrives), the response in and on to the client - since an upstream
- * may answer while the body still comes (an echo, an early 413) and would stop reading
- * it once its own output is stuck.  1: the response is complete; 0: wait for *events;
- * -1: failed (*why).  Writing to the client waits for it (req_write): a slow client
- * slows the upstream. */
-static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum upstream_failure *why)
-{
-    struct request *r = x->r;
-    struct transport *t = &x->uc->t;
-    bool sent = false;
-    for (;;) {
-        if (!x->send_failed && transport_pending(t)) {
-            uint64_t moved;
-            int f = transport_flush(t, &moved);
-            sent |= moved > 0;
-            if (f < 0) {
-                /* What the upstream said before it stopped reading is still read. */
-                x->err = (uint8_t)errno;
-                x->send_failed = errno == ECONNRESET ? UF_RESET : UF_SEND;
-                x->body_open = false;
-                buf_free(&t->out);
-                t->out_off = 0;
-            } else if (f > 0) {
-                break;
-            }
-        }
-        if (x->send_failed || !x->body_open)
-            break;
-        if (buf_reserve(&t->out, BODY_PIECE + 16)) {
-            *why = UF_SEND;
-            return -1;
-        }
-        size_t at = t->out.len;
-        ssize_t n = req_try_body(r, t->out.data + at + (chunked ? 8 : 0), BODY_PIECE);
-        if (n == REQ_AGAIN)
-            break;
-        if (n < 0) {
-            *why = UF_NONE;          /* the client is gone */
-            return -1;
-        }
-        x->body_started |= n > 0;
-        if (n == 0) {
-            x->body_open = false;
-            if (chunked)
-                buf_append(&t->out, "0\r\n\r\n", 5);
-        } else if (chunked) {
-            char size[24];
-            snprintf(size, sizeof size, "%06zx\r\n", (size_t)n);
-            memcpy(t->out.data + at, size, 8);
-            t->out.len = at + 8 + (size_t)n;
-            buf_append(&t->out, "\r\n", 2);
-        } else {
-            t->out.len = at + (size_t)n;
-        }
-    }
-    if (!x->body_open && !x->send_failed && !transport_pending(t))
-        x->request_sent = true;
-    /* Just sent, with nothing read and waiting: the answer cannot be here yet (a read
-     * would say EAGAIN, a system call per request); readiness says when it is. */
-    bool try_read = !(sent && x->rx.len == 0 && !transport_holds_input(t));
-    for (;;) {
-        size_t used;
-        int ev = h1resp_parse(&x->resp, x->rx.data + x->rx_off, x->rx.len - x->rx_off, &used);
-        x->rx_off += used;
-        if (ev == UPSTREAM_ERROR) {
-            *why = UF_INVALID;
-            return -1;
-        }
-        if (ev == UPSTREAM_END)
-            return 1;
-        if (ev == UPSTREAM_HEAD) {
-            if (got_head(x, why))
-                return -1;
-            continue;
-        }
-        if (ev == UPSTREAM_BODY) {
-            if (req_write(r, x->resp.body, x->resp.body_len)) {
-                *why = UF_NONE;      /* the client went away: the body is unfinished */
-                return -1;
-            }
-            continue;
-        }
-        if (x->rx_off == x->rx.len)
-            x->rx.len = x->rx_off = 0;
-        if (!try_read)
-            break;
-        ssize_t n;
-        size_t room;
-        if (!x->rx.len && body_to_output(x)) {
-            n = read_body_into_output(x, t, &room, why);
-            if (n < -1)
-                return -1;
-            if (n > 0) {
-                try_read = !transport_drained(t, n, room);
-                continue;
-            }
-        } else {
-            if (buf_reserve(&x->rx, UPSTREAM_READ)) {
-                *why = UF_INVALID;
-                return -1;
-            }
-            room = x->rx.cap - x->rx.len;
-            n = transport_read(t, x->rx.data + x->rx.len, room);
-            if (n > 0) {
-                x->rx.len += (size_t)n;
-                try_read = !transport_drained(t, n, room);   /* a short read took all there was */
-                continue;
-            }
-        }
-        if (n < 0) {
-            int e = errno;
-            if (!e && h1resp_eof(&x->resp) == UPSTREAM_END)
-                return 1;
-            *why = !x->resp.head_done && x->send_failed ? (enum upstream_failure)x->send_failed
-                   : e == ECONNRESET                     ? UF_RESET
-                                                         : UF_CLOSED;
-            if (*why != x->send_failed)
-                x->err = (uint8_t)e; /* (else the send's, kept when it failed) */
-            return -1;
-        }
-        break;                       /* nothing more now */
-    }
+    int ev = x->ux.client->step(&x->ux, head_came, events, why);
     /* The upstream has nothing more for now: what it sent goes out through the compressor
      * (when the response is compressed), an event or a long poll's answer whole, not held
      * until more comes. */
-    if (req_flush_point(r)) {
+    if (ev == UPSTREAM_MORE && req_flush_point(x->ux.r)) {
         *why = UF_NONE;
         return -1;
     }
-    bool pending = !x->send_failed && transport_pending(t);
-    *events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (x->body_open && !pending ? REQ_BODY : 0);
-    return 0;
+    return ev == UPSTREAM_END ? 1 : ev == UPSTREAM_MORE ? 0 : -1;
 }
 
 /* ---- the client's side ---- */
@@ -635,21 +503,21 @@ static PARKED_APART int pump(struct exchange *x, bool chunked, int *events, enum
  * server (the group when none could be picked), and what happened in which phase. */
 static PARKED_APART void report(struct exchange *x, enum upstream_failure why, bool retrying)
 {
-    struct request *r = x->r;
+    struct request *r = x->ux.r;
     enum upstream_phase phase = UP_NONE;
     if (why == UF_CONNECT || why == UF_CONNECT_TIMEOUT || why == UF_TLS)
         phase = UP_CONNECT;
-    else if (x->resp.upgraded)
+    else if (x->ux.resp.upgraded)
         phase = UP_TUNNEL;
     else if (why == UF_SEND || why == UF_SEND_TIMEOUT)
         phase = UP_SEND;
     else if (why != UF_NOLIVE && why != UF_BUSY)
-        phase = x->resp.head_done ? UP_BODY : UP_HEADER;
-    struct upstream_fault f = { why, phase, x->err, x->detail ? x->detail : why == UF_INVALID ? x->resp.error : NULL,
-                                x->pc };
+        phase = x->ux.resp.head_done ? UP_BODY : UP_HEADER;
+    struct upstream_fault f = { why, phase, x->ux.err,
+                                x->detail ? x->detail : why == UF_INVALID ? x->ux.resp.error : NULL, x->ux.pc };
     char cause[600];
     size_t n = upstream_cause(&f, cause, sizeof cause);
-    const struct upstream_group *g = x->pc->group;
+    const struct upstream_group *g = x->ux.pc->group;
     const char *server = phase == UP_NONE ? (g->name[0] ? g->name : g->servers[0].text) : x->sc ? x->sc->text : "-";
     log_msg(retrying ? LOG_WARN : LOG_ERROR, "%s: %s %s: upstream %s: %s%s", req_peer(r), req_method(r),
             req_target(r), server, cause, retrying ? "; trying another" : "");
@@ -663,7 +531,7 @@ static PARKED_APART void report(struct exchange *x, enum upstream_failure why, b
 
 static void fail(struct exchange *x, enum upstream_failure why)
 {
-    struct request *r = x->r;
+    struct request *r = x->ux.r;
     report(x, why, false);
     if (x->responded) {
         req_abort(r);                /* the response began: the client must see it cut short */
@@ -680,10 +548,10 @@ static void fail(struct exchange *x, enum upstream_failure why)
 
 /* The response head for the client: the upstream's fields but the hop-by-hop ones and
  * those the front end writes itself, and Via. */
-static int respond(struct exchange *x)
+static PARKED_APART int respond(struct exchange *x)
 {
-    struct request *r = x->r;
-    struct upstream_response *p = &x->resp;
+    struct request *r = x->ux.r;
+    struct upstream_response *p = &x->ux.resp;
     struct header h[REQ_RESPONSE_FIELDS_MAX];
     size_t n = 0;
     const char *via = NULL, *upgrade = NULL, *accept = NULL;
@@ -714,15 +582,15 @@ static int respond(struct exchange *x)
     }
     /* The checks RFC 6455 4.1 gives the client, which over HTTP/2 never sees the 101: one
      * accept (11.3.3), the key's, and a switch to websocket itself. */
-    if (!rc && x->ws_key[0] && p->upgraded && (accepts != 1 || !websocket_accepts(x->ws_key, accept))) {
+    if (!rc && x->ws_key && p->upgraded && (accepts != 1 || !websocket_accepts(x->ws_key, accept))) {
         p->error = "upstream's Sec-WebSocket-Accept does not answer the handshake's key";
         rc = -2;
     }
-    if (!rc && x->ws_key[0] && p->upgraded && (!upgrade || strcasecmp(upgrade, "websocket"))) {
+    if (!rc && x->ws_key && p->upgraded && (!upgrade || strcasecmp(upgrade, "websocket"))) {
         p->error = "upstream switched to a protocol other than websocket";
         rc = -2;
     }
-    if (!rc && x->ws_key[0] && !p->upgraded && p->status / 100 == 2) {
+    if (!rc && x->ws_key && !p->upgraded && p->status / 100 == 2) {
         p->error = "upstream answered a WebSocket handshake without switching protocols";
         rc = -2;
     }
@@ -736,7 +604,7 @@ static int respond(struct exchange *x)
         case FR_HOP: case FR_CONNECTION: case FR_UPGRADE: case FR_CONTENT_LENGTH: case FR_DATE: case FR_SERVER:
             continue;
         case FR_WEBSOCKET_ACCEPT:
-            if (x->ws_key[0])
+            if (x->ws_key)
                 continue;
             break;
         case FR_VIA:
@@ -767,12 +635,13 @@ static int respond(struct exchange *x)
         vl = cat(via_text, vl, 480, via, strlen(via));
         vl = cat(via_text, vl, sizeof via_text, ", ", 2);
     }
-    vl = cat(via_text, vl, sizeof via_text - 1, x->h2 ? "2.0 h2park" : "1.1 h2park", 10);
+    vl = cat(via_text, vl, sizeof via_text - 1, x->ux.client->version, 3);   /* "x.y" */
+    vl = cat(via_text, vl, sizeof via_text - 1, " h2park", 7);
     via_text[vl] = 0;
     h[n++] = (struct header){ "via", via_text };
     int64_t length = p->length >= 0 ? p->length : BODY_STREAM;
-    if (p->status == 204 || p->status == 304 || (x->h2 && p->complete && p->length < 0))
-        length = BODY_NONE;        /* h2c: a head that ended the stream (gRPC's trailers-only) */
+    if (p->status == 204 || p->status == 304 || (p->head_ends && p->length < 0))
+        length = BODY_NONE;        /* a head that ended the stream (gRPC's trailers-only) */
     if (p->upgraded) {
         if (!upgrade) {
             p->error = "upstream switched protocols without naming one";
@@ -785,180 +654,144 @@ static int respond(struct exchange *x)
     return req_respond(r, p->status, h, n, length);
 }
 
-/* After a 101: the client's bytes up, the upstream's down, as they come, until the
- * upstream closes (the client's close is passed on as a half-close, and the upstream has
- * the last word).  Each wait is the request's; silence both ways for read_timeout ends
- * it, as nginx.  0 when the upstream closed, -1 on a failure (*why; UF_NONE: the client
- * went). */
-static PARKED_APART int tunnel(struct exchange *x, enum upstream_failure *why)
+/* The request's body goes with its length unknown (chunked, or DATA to its end). */
+static bool body_streamed(const struct exchange *x)
 {
-    struct request *r = x->r;
-    struct transport *t = &x->uc->t;
-    bool client_open = true;
-    for (;;) {
-        if (x->rx_off < x->rx.len) {
-            if (req_write(r, x->rx.data + x->rx_off, x->rx.len - x->rx_off)) {
-                *why = UF_NONE;
-                return -1;
-            }
-            x->rx.len = x->rx_off = 0;
-        }
-        if (transport_pending(t)) {
-            uint64_t moved;
-            int f = transport_flush(t, &moved);
-            if (f < 0) {
-                x->err = (uint8_t)errno;
-                *why = errno == ECONNRESET ? UF_RESET : UF_SEND;
-                return -1;
-            }
-        }
-        if (client_open && !transport_pending(t)) {
-            if (buf_reserve(&t->out, BODY_PIECE)) {
-                *why = UF_SEND;
-                return -1;
-            }
-            ssize_t n = req_try_body(r, t->out.data, BODY_PIECE);
-            if (n > 0) {
-                t->out.len = (size_t)n;
-                continue;
-            }
-            if (n == 0) {
-                client_open = false;
-                shutdown(t->fd, SHUT_WR);
-            } else if (n != REQ_AGAIN) {
-                *why = UF_NONE;
-                return -1;
-            }
-            if (!t->out.len)
-                buf_free(&t->out);
-        }
-        x->rx.len = x->rx_off = 0;      /* all of it went to the client above */
-        if (buf_reserve(&x->rx, UPSTREAM_READ)) {
-            *why = UF_INVALID;
-            return -1;
-        }
-        ssize_t n = transport_read(t, x->rx.data, x->rx.cap);
-        if (n > 0) {
-            x->rx.len = (size_t)n;
-            continue;
-        }
-        /* (An empty buffer goes if the handler parks.) */
-        if (n < 0) {
-            if (!errno)
-                return 0;
-            x->err = (uint8_t)errno;
-            *why = errno == ECONNRESET ? UF_RESET : UF_CLOSED;
-            return -1;
-        }
-        bool pending = transport_pending(t);
-        int events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (client_open && !pending ? REQ_BODY : 0);
-        int w = req_wait_io(r, &x->uc->watch, events, pending ? x->pc->send_timeout : x->pc->read_timeout);
-        if (w <= 0) {
-            *why = w < 0 ? UF_NONE : pending ? UF_SEND_TIMEOUT : UF_READ_TIMEOUT;
-            return -1;
-        }
+    return !x->upgrade && req_content_length(x->ux.r) < 0 && !req_body_empty(x->ux.r);
+}
+
+/* After a 101, the tunnel: 0 when it ended (the client's connection closes if it was cut). */
+static int tunnel(struct exchange *x, enum upstream_failure *why)
+{
+    struct request *r = x->ux.r;
+    struct req_upstream *u = req_upstream(r);
+    int tr = x->ux.client->tunnel(&x->ux, why);
+    upstream_done(x->ux.uc, false, req_now(r));
+    x->ux.uc = NULL;
+    if (u)
+        u->response_time = req_now(r) - x->started;
+    if (tr == 0) {
+        req_end(r);
+    } else if (*why != UF_NONE) {
+        fail(x, *why);               /* the tunnel is cut: the client's connection closes */
+        *why = UF_NONE;
     }
+    return 0;
 }
 
 /* One try on server x->sc: 0 answered (the response went to the client, whole or
  * cut short), -1 failed before any of it with *why, *retry whether another may be tried. */
-static int attempt(struct exchange *x, struct buf *head, bool chunked, enum upstream_failure *why, bool *retry)
+static int attempt(struct exchange *x, enum upstream_failure *why, bool *retry)
 {
-    struct request *r = x->r;
+    struct upstream_exchange *ux = &x->ux;
+    struct request *r = ux->r;
     struct req_upstream *u = req_upstream(r);
     *retry = false;
     /* A request that could not go again were the connection found closed after it was
      * sent has the socket asked first; another one is retried on a fresh connection. */
-    bool once = !idempotent(req_method(r)) || chunked || req_content_length(r) > 0;
-    x->uc = upstream_take(x->sc, x->pc->tls, req_now(r), x->h2, once);
-    x->reused = x->uc != NULL;
-    x->err = 0;
+    bool once = !idempotent(req_method(r)) || body_streamed(x) || req_content_length(r) > 0;
+    ux->uc = upstream_take(x->sc, x->ux.pc->tls, req_now(r), ux->client->h2, once);
+    x->reused = ux->uc != NULL;
+    ux->err = 0;
     sc_free(x->detail);
     x->detail = NULL;
-    if (!x->uc) {
-        x->uc = upstream_connect(r, x->sc, x->pc->tls, x->pc->connect_timeout, why, &x->detail);
-        if (!x->uc) {
+    if (!ux->uc) {
+        ux->uc = upstream_connect(r, x->sc, x->ux.pc->tls, x->ux.pc->connect_timeout, why, &x->detail);
+        if (!ux->uc) {
             *retry = *why != UF_NONE;    /* nothing was sent: any request may go elsewhere */
             return -1;
         }
     }
     if (u && u->connect_time < 0)
         u->connect_time = req_now(r) - x->started;
-    if (x->h2 && !x->uc->h2 && h2up_open(x->uc, req_config(r)->max_header_list_size)) {
-        *why = UF_SEND;
-        goto failed;
-    }
-    h1resp_free(&x->resp);
-    h1resp_init(&x->resp, req_is_head(r), x->upgrade != NULL, req_config(r)->max_header_list_size);
-    x->rx.len = x->rx_off = 0;
-    x->body_open = !x->upgrade && (chunked || req_content_length(r) > 0);   /* after a 101: the tunnel's */
-    x->request_sent = false;
-    x->send_failed = 0;
-    if (x->h2) {
-        x->body_started = x->body_open;   /* nghttp2 takes the body as the window opens: never sent twice */
-        if (h2up_submit(x->uc, r, head, &x->resp)) {
-            *why = UF_SEND;
-            goto failed;
-        }
-    } else if (!x->uc->t.out.len) {
-        buf_free(&x->uc->t.out);
-        x->uc->t.out = *head;        /* the head goes as it is; a next try builds its own */
-        x->uc->t.out_off = 0;
-        *head = (struct buf){ 0 };
-    } else if (buf_append(&x->uc->t.out, head->data, head->len)) {
+    if ((ux->client->open && ux->client->open(ux->uc, req_config(r)->max_header_list_size)) || submit_request(x)) {
         *why = UF_SEND;
         goto failed;
     }
     for (;;) {
-        int events = 0, p = x->h2 ? pump_h2(x, &events, why) : pump(x, chunked, &events, why);
+        int events = 0, p = pump(x, &events, why);
         if (p > 0)
             break;
         if (p < 0)
             goto failed;
         /* Each way has its deadline: the upstream's to take the request, to answer; a
          * client slow with its body has the request's own (body_timeout). */
-        double limit = events & REQ_WRITABLE ? x->pc->send_timeout : events & REQ_BODY ? 0 : x->pc->read_timeout;
-        int w = req_wait_io(r, &x->uc->watch, events, limit);
+        double limit = events & REQ_WRITABLE ? x->ux.pc->send_timeout : events & REQ_BODY ? 0 : x->ux.pc->read_timeout;
+        int w = req_wait_io(r, &ux->uc->watch, events, limit);
         if (w <= 0) {
             *why = w < 0 ? UF_NONE : events & REQ_WRITABLE ? UF_SEND_TIMEOUT : UF_READ_TIMEOUT;
             goto failed;
         }
     }
-    if (x->resp.upgraded) {
-        int tr = tunnel(x, why);
-        upstream_done(x->uc, false, req_now(r));
-        x->uc = NULL;
-        if (u)
-            u->response_time = req_now(r) - x->started;
-        if (tr == 0) {
-            req_end(r);
-        } else if (*why != UF_NONE) {
-            fail(x, *why);           /* the tunnel is cut: the client's connection closes */
-            *why = UF_NONE;
-        }
-        return 0;
-    }
-    req_end(r);
+    if (ux->resp.upgraded)
+        return tunnel(x, why);
+    uint32_t trailers;
+    const struct buf *tb = ux->client->trailers(ux, &trailers);
+    if (trailers ? end_with_trailers(x, tb, why) : (req_end(r), 0))
+        goto failed;
     if (u)
         u->response_time = req_now(r) - x->started;
-    /* Reused only after a complete exchange both ways with nothing more on the wire: bytes
-     * after the response's end are an upstream answering twice, and would be the next
-     * client's response. */
-    bool reusable = x->h2 ? h2up_reusable(x->uc) : x->resp.keep_alive && x->request_sent && x->rx_off == x->rx.len;
-    h2up_end_exchange(x->uc);
-    upstream_done(x->uc, reusable, req_now(r));
-    x->uc = NULL;
+    bool reusable = ux->client->reusable(ux);
+    ux->client->end(ux);
+    upstream_done(ux->uc, reusable, req_now(r));
+    ux->uc = NULL;
     return 0;
 failed:
-    if (x->uc) {
-        h2up_end_exchange(x->uc);
-        upstream_done(x->uc, false, req_now(r));
-        x->uc = NULL;
+    if (ux->uc) {
+        ux->client->end(ux);
+        upstream_done(ux->uc, false, req_now(r));
+        ux->uc = NULL;
     }
     if (*why == UF_NONE || x->responded)
         return -1;
-    *retry = !x->body_started && idempotent(req_method(r));
+    *retry = !ux->body_started && idempotent(req_method(r));
     return -1;
+}
+
+/* The target with proxy_pass's path in place of the location's (heap), or NULL. */
+static char *replaced_target(struct request *r, const struct proxy_conf *pc)
+{
+    struct buf b = { 0 };
+    if (put_replaced_target(&b, pc->uri, req_target(r), req_location(r)) || buf_append(&b, "", 1)) {
+        buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+/* What is answered before any server is asked: 0 if nothing is (x set up), else the
+ * status sent. */
+static PARKED_APART int refuse(struct request *r, struct exchange *x, const char *upgrade)
+{
+    bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
+    if (x)
+        x->client_h2 = h2;
+    if (h2 && !strcmp(req_method(r), "CONNECT") && (!upgrade || strcmp(upgrade, "websocket"))) {
+        app_error_text(r, 501, "501 Not Implemented\n");   /* an extended CONNECT for a protocol no upstream is asked for */
+        return 501;
+    }
+    int checked = x ? check_request(r) : -1;
+    if (!checked && h2 && upgrade && !(x->ws_key = websocket_key()))
+        checked = -1;
+    if (!checked && x->ux.pc->uri[0] && !(x->target = replaced_target(r, x->ux.pc)))
+        checked = -1;
+    if (checked == -2) {
+        app_error_text(r, 431, "431 Request Header Fields Too Large\n");
+        return 431;
+    }
+    if (checked == -3) {
+        static _Thread_local time_t logged;   /* a client can send loops as fast as it likes */
+        log_rate_limited(LOG_ERROR, &logged,
+                         "%s: %s %s: proxy loop: the request came back to this server (its Via carries %s)",
+                         req_peer(r), req_method(r), req_target(r), via_mark);
+        app_error_text(r, 508, "508 Loop Detected: the request came back to this server\n");
+        return 508;
+    }
+    if (checked) {
+        app_error_text(r, 500, "500 Internal Server Error\n");
+        return 500;
+    }
+    return 0;
 }
 
 void proxy_pass_handle(struct request *r)
@@ -966,45 +799,25 @@ void proxy_pass_handle(struct request *r)
     const struct proxy_conf *pc = req_location(r)->proxy;
     const struct upstream_group *g = pc->group;
     struct exchange *x = sc_calloc(1, sizeof *x);
-    struct buf head = { 0 };
-    bool chunked;
+    const struct upstream_client *client = upstream_client_for(pc);
     /* WebSocket is the one upgrade passed on: another protocol is not known to be one a
-     * byte tunnel carries faithfully (h2c is the front end's own). */
+     * byte tunnel carries faithfully (h2c is the front end's own); and only to a client
+     * that has a tunnel (an HTTP/2 upstream would need RFC 8441's CONNECT too). */
     const char *upgrade = req_upgrade(r);
-    if (upgrade && (!http_list_has(upgrade, "websocket") || pc->h2))
-        upgrade = NULL;            /* (an HTTP/2 upstream would need RFC 8441's CONNECT too) */
-    bool h2 = strcmp(req_protocol(r), "http/1.1") != 0;
-    if (h2 && !strcmp(req_method(r), "CONNECT") && (!upgrade || strcmp(upgrade, "websocket"))) {
-        sc_free(x);                /* an extended CONNECT for a protocol no upstream is asked for */
-        app_error_text(r, 501, "501 Not Implemented\n");
+    if (upgrade && (!http_list_has(upgrade, "websocket") || !client->tunnel))
+        upgrade = NULL;
+    if (x)
+        x->ux.pc = pc;
+    if (refuse(r, x, upgrade)) {
+        if (x && (x->target || x->ws_key))
+            sc_free(x->target), sc_free(x->ws_key);
+        sc_free(x);
         return;
     }
-    if (x && h2 && upgrade && websocket_key(x->ws_key)) {
-        sc_free(x);
-        x = NULL;
-    }
-    int built = x ? build_head(r, pc, upgrade, x->ws_key, &head, &chunked) : -1;
-    if (built) {
-        sc_free(x);
-        buf_free(&head);
-        if (built == -2) {
-            app_error_text(r, 431, "431 Request Header Fields Too Large\n");
-        } else if (built == -3) {
-            static _Thread_local time_t logged;   /* a client can send loops as fast as it likes */
-            log_rate_limited(LOG_ERROR, &logged,
-                             "%s: %s %s: proxy loop: the request came back to this server (its Via carries %s)",
-                             req_peer(r), req_method(r), req_target(r), via_mark);
-            app_error_text(r, 508, "508 Loop Detected: the request came back to this server\n");
-        } else {
-            app_error_text(r, 500, "500 Internal Server Error\n");
-        }
-        return;
-    }
-    x->r = r;
-    req_park_frees(r, &x->rx);
-    x->pc = pc;
+    x->ux.client = client;
+    x->ux.r = r;
+    req_park_frees(r, &x->ux.rx);
     x->upgrade = upgrade;
-    x->h2 = pc->h2;
     x->started = req_now(r);
     struct req_upstream *u = req_upstream(r);
     uint32_t tried = 0;
@@ -1027,11 +840,7 @@ void proxy_pass_handle(struct request *r)
             u->tries++;
         }
         bool retry;
-        if (!head.len && build_head(r, pc, upgrade, x->ws_key, &head, &chunked)) {
-            app_error_text(r, 500, "500 Internal Server Error\n");
-            break;
-        }
-        if (attempt(x, &head, chunked, &why, &retry) == 0)
+        if (attempt(x, &why, &retry) == 0)
             break;
         if (why == UF_NONE) {
             if (x->responded)
@@ -1040,7 +849,7 @@ void proxy_pass_handle(struct request *r)
         }
         /* A kept-alive connection the server closed meanwhile fails at once and says
          * nothing of the server's health: the same server again, on a fresh connection. */
-        if (x->reused && !x->resp.head_done && why != UF_READ_TIMEOUT && why != UF_SEND_TIMEOUT && retry &&
+        if (x->reused && !x->ux.resp.head_done && why != UF_READ_TIMEOUT && why != UF_SEND_TIMEOUT && retry &&
             stale++ < STALE_RETRIES) {
             tried &= ~(1u << s);
             continue;
@@ -1054,9 +863,9 @@ void proxy_pass_handle(struct request *r)
     }
     req_park_frees(r, NULL);
     sc_free(x->detail);
-    h1resp_free(&x->resp);
-    buf_free(&x->rx);
-    buf_free(&head);
+    if (x->target || x->ws_key)
+        sc_free(x->target), sc_free(x->ws_key);
+    upstream_exchange_free(&x->ux);
     sc_free(x);
 }
 

@@ -1,7 +1,11 @@
-/* An upstream spoken to in HTTP/2 - with prior knowledge (h2c, RFC 9113 3.3), or over TLS
- * once ALPN chose h2 (tls.c checks it): the client side of nghttp2
- * (nghttp2_session_client_new3) on an upstream connection, for gRPC and any HTTP/2
- * application server.  The transport hides which: only :scheme differs.
+/* The HTTP/2 client of an upstream exchange (upstream.h's struct upstream_client): an
+ * upstream spoken to in HTTP/2 - with prior knowledge (h2c, RFC 9113 3.3), or over TLS
+ * once ALPN chose h2 (tls.c checks it) - with the client side of nghttp2
+ * (nghttp2_session_client_new3), for gRPC and any HTTP/2 application server.  The
+ * transport hides which: only :scheme differs.  The proxy's neutral request head becomes
+ * HEADERS (the pseudo-headers, names lowered), its body DATA frames as the window lets
+ * it go; the response's head and trailers are read into the exchange, its DATA straight
+ * into the request's output.
  *
  * One request in flight per connection, as nginx's grpc_pass: the connection's session
  * carries one stream at a time, so an exchange is the connection's, and the pool, the
@@ -16,7 +20,7 @@
  *
  * Invariants, for every callback of nghttp2 (each is an input path: the server chooses
  * which run and when):
- * - nghttp2 runs only inside h2up_step and h2up_idle_ok, on the handler's coroutine, and
+ * - nghttp2 runs only inside h2_step and h2up_idle_ok, on the handler's coroutine, and
  *   never waits there: the request body is taken with req_try_body (NGHTTP2_ERR_DEFERRED
  *   when none is there, nghttp2_session_resume_data once there is), a DATA piece stops
  *   nghttp2_session_mem_recv (NGHTTP2_ERR_PAUSE) and goes to the client outside it.
@@ -50,8 +54,7 @@ struct h2up {
     nghttp2_session *session;
     struct h2mem mem;              /* the session's memory: what goes back while pooled (h2mem.c) */
     /* The exchange in flight, or id 0. */
-    struct request *r;
-    struct upstream_response *resp;      /* the head's fields, status and length go here */
+    struct upstream_exchange *ux;  /* its response's head goes into ux->resp, its body into ux->r */
     int32_t id;
     uint32_t close_code;           /* RST_STREAM's, or GOAWAY's for a stream it refused */
     struct buf rx;                 /* read from the server, not yet given to nghttp2 */
@@ -106,7 +109,7 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     struct h2up *h = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->hd.stream_id != h->id || !h->id)
         return 0;
-    struct upstream_response *p = h->resp;
+    struct upstream_response *p = &h->ux->resp;
     h->head_bytes += (uint32_t)(nl + vl + 32);
     if (h->head_bytes > p->head_max) {
         h->too_big = true;
@@ -156,7 +159,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
         return 0;
     bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
     if (f->hd.type == NGHTTP2_HEADERS && !h->in_trailers && !h->head_ready) {
-        struct upstream_response *p = h->resp;
+        struct upstream_response *p = &h->ux->resp;
         if (p->status < 200) {       /* 1xx: dropped, the real head follows (nghttp2 checks it does) */
             p->fields.len = 0;
             p->nfields = 0;
@@ -166,7 +169,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
             return 0;
         }
         h->head_ready = p->head_done = true;
-        p->complete = end;           /* a head that ends the stream: no body (gRPC's trailers-only) */
+        p->complete = p->head_ends = end;   /* a head that ends the stream: no body (gRPC's trailers-only) */
     }
     if (end && (f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA))
         h->ended = true;
@@ -182,7 +185,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t id, const ui
     h->chunk = data;
     h->chunk_len = len;
     h->paused = true;
-    return NGHTTP2_ERR_PAUSE;        /* passed on to the client outside nghttp2 (h2up_step) */
+    return NGHTTP2_ERR_PAUSE;        /* passed on to the client outside nghttp2 (h2_step) */
 }
 
 static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
@@ -233,7 +236,7 @@ static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 {
     (void)s, (void)id, (void)src;
     struct h2up *h = ud;
-    ssize_t n = req_try_body(h->r, buf, len);
+    ssize_t n = req_try_body(h->ux->r, buf, len);
     if (n == REQ_AGAIN) {
         h->deferred = true;
         return NGHTTP2_ERR_DEFERRED;
@@ -251,7 +254,7 @@ static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
 
 /* ---- the connection ---- */
 
-int h2up_open(struct upstream_conn *uc, uint32_t head_max)
+static int h2up_open(struct upstream_conn *uc, uint32_t head_max)
 {
     pthread_once(&cbs_once, make_callbacks);
     struct h2up *h = sc_calloc(1, sizeof *h);
@@ -348,23 +351,11 @@ void h2up_idle(struct upstream_conn *uc)
     h2mem_trim(&h->mem);
 }
 
-size_t h2up_pending_input(const struct upstream_conn *uc)
-{
-    return uc->h2 ? uc->h2->rx.len - uc->h2->rx_off : 0;
-}
-
 /* ---- one exchange ---- */
 
-/* The request head as proxy_pass built it for HTTP/1.1 (one place decides what goes
- * upstream) becomes HTTP/2's: the request line and Host make the pseudo-headers, names
- * go lower case, what is HTTP/1.1's own framing (Transfer-Encoding, Connection) is left
- * out, and te: trailers (the one TE HTTP/2 allows, RFC 9113 8.2.2) is passed when the
- * client sent it. */
-int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *head, struct upstream_response *resp)
+static void exchange_begin(struct h2up *h, struct upstream_exchange *ux)
 {
-    struct h2up *h = uc->h2;
-    h->r = r;
-    h->resp = resp;
+    h->ux = ux;
     h->id = 0;
     h->rx_off = h->rx.len = 0;
     h->trailers.len = 0;
@@ -374,87 +365,73 @@ int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *h
     h->client_gone = h->in_trailers = h->too_big = false;
     h->error[0] = 0;
     h->close_code = 0;
-    /* Lines are "NAME: VALUE\r\n", checked when the client sent them; copied here. */
-    char *text = sc_malloc(head->len + 1);
-    nghttp2_nv *nv = sc_malloc(sizeof *nv * (FIELDS_NV_MAX + 5));
-    int rc = -1;
-    if (!text || !nv)
-        goto out;
-    memcpy(text, head->data, head->len);
-    text[head->len] = 0;
+}
+
+#define NV(n, v, vl) ((nghttp2_nv){ (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE })
+
+/* The neutral head as HTTP/2's: the pseudo-headers, the fields, the body's length, and
+ * te: trailers (the one TE HTTP/2 allows, RFC 9113 8.2.2) when the client takes them.
+ * nghttp2 copies what it is given, lowering the names as it does (the proxy's own come
+ * capitalised, as HTTP/1.1 writes them): the array goes at once. */
+static int h2_submit(struct upstream_exchange *ux, const struct upstream_request *rq)
+{
+    struct h2up *h = ux->uc->h2;
+    exchange_begin(h, ux);
+    h1resp_free(&ux->resp);
+    h1resp_init(&ux->resp, rq->head, false, rq->head_max);
+    ux->rx.len = ux->rx_off = 0;
+    ux->request_sent = false;
+    ux->send_failed = 0;
+    bool body = rq->length > 0 || rq->length == UPSTREAM_BODY_STREAM;
+    ux->body_open = body;
+    ux->body_started |= body;      /* nghttp2 takes the body as the window opens: never sent twice */
+    ux->chunked = false;
+    nghttp2_nv *nv = sc_malloc(sizeof *nv * (rq->nfields + 6));
+    if (!nv)
+        return -1;
+    char text[24];
+    const char *scheme = ux->uc->t.ssl ? "https" : "http";
     size_t n = 0;
-    char *line = text, *eol = strstr(line, "\r\n");
-    if (!eol)
-        goto out;
-    *eol = 0;
-    char *sp1 = strchr(line, ' '), *sp2 = sp1 ? strrchr(sp1 + 1, ' ') : NULL;
-    if (!sp1 || !sp2)
-        goto out;
-    *sp1 = *sp2 = 0;
-    nv[n++] = (nghttp2_nv){ (uint8_t *)":method", (uint8_t *)line, 7, strlen(line), NGHTTP2_NV_FLAG_NONE };
-    const char *scheme = uc->t.ssl ? "https" : "http";
-    nv[n++] = (nghttp2_nv){ (uint8_t *)":scheme", (uint8_t *)scheme, 7, strlen(scheme), NGHTTP2_NV_FLAG_NONE };
-    size_t authority = n++;
-    nv[authority] = (nghttp2_nv){ (uint8_t *)":authority", (uint8_t *)"", 10, 0, NGHTTP2_NV_FLAG_NONE };
-    nv[n++] = (nghttp2_nv){ (uint8_t *)":path", (uint8_t *)sp1 + 1, 5, strlen(sp1 + 1), NGHTTP2_NV_FLAG_NONE };
-    for (line = eol + 2; (eol = strstr(line, "\r\n")) && eol != line; line = eol + 2) {
-        *eol = 0;
-        char *colon = strchr(line, ':');
-        if (!colon)
-            goto out;
-        *colon = 0;
-        char *value = colon + 2;
-        for (char *c = line; *c; c++)
-            if (*c >= 'A' && *c <= 'Z')
-                *c = (char)(*c + 32);
-        if (!strcmp(line, "host")) {
-            nv[authority].value = (uint8_t *)value;
-            nv[authority].valuelen = strlen(value);
-            continue;
-        }
-        if (!strcmp(line, "transfer-encoding") || !strcmp(line, "connection") || !strcmp(line, "upgrade"))
-            continue;
-        if (n == FIELDS_NV_MAX + 4)
-            goto out;
-        nv[n++] = (nghttp2_nv){ (uint8_t *)line, (uint8_t *)value, strlen(line), strlen(value), NGHTTP2_NV_FLAG_NONE };
-    }
-    if (http_list_has(req_header(r, "te"), "trailers"))
-        nv[n++] = (nghttp2_nv){ (uint8_t *)"te", (uint8_t *)"trailers", 2, 8, NGHTTP2_NV_FLAG_NONE };
-    bool body = !req_body_empty(r) && req_content_length(r) != 0;
+    nv[n++] = NV(":method", rq->method, strlen(rq->method));
+    nv[n++] = NV(":scheme", scheme, strlen(scheme));
+    nv[n++] = NV(":authority", rq->authority, strlen(rq->authority));
+    nv[n++] = NV(":path", rq->target, strlen(rq->target));
+    for (uint32_t i = 0; i < rq->nfields; i++)
+        nv[n++] = (nghttp2_nv){ (uint8_t *)rq->fields[i].name, (uint8_t *)rq->fields[i].value, rq->fields[i].nl,
+                                rq->fields[i].vl, NGHTTP2_NV_FLAG_NONE };
+    if (rq->length >= 0)
+        nv[n++] = NV("content-length", text, u64_dec(text, (uint64_t)rq->length));
+    if (rq->trailers)
+        nv[n++] = NV("te", "trailers", 8);
     h->body_sent = !body;
     nghttp2_data_provider prd = { .read_callback = body_read };
     int32_t id = nghttp2_submit_request(h->session, NULL, nv, n, body ? &prd : NULL, NULL);
-    if (id > 0) {
-        h->id = id;
-        rc = 0;
-    } else {
-        failed(h, "HTTP/2 request not submitted: %s", nghttp2_strerror(id));
-    }
-out:
-    sc_free(text);
     sc_free(nv);
-    return rc;
+    if (id <= 0) {
+        failed(h, "HTTP/2 request not submitted: %s", nghttp2_strerror(id));
+        return -1;
+    }
+    h->id = id;
+    return 0;
 }
 
-const char *h2up_error(const struct upstream_conn *uc) { return uc->h2 && uc->h2->error[0] ? uc->h2->error : NULL; }
-
-/* The trailer fields the response ended with (name\0value\0 pairs, n of them). */
-const struct buf *h2up_trailers(const struct upstream_conn *uc, uint32_t *n)
+static const struct buf *h2_trailers(const struct upstream_exchange *ux, uint32_t *n)
 {
-    *n = uc->h2->ntrailers;
-    return &uc->h2->trailers;
+    *n = ux->uc->h2->ntrailers;
+    return &ux->uc->h2->trailers;
 }
 
-bool h2up_reusable(const struct upstream_conn *uc)
+static bool h2_reusable(const struct upstream_exchange *ux)
 {
+    const struct upstream_conn *uc = ux->uc;
     const struct h2up *h = uc->h2;
     return h->closed && h->ended && h->body_sent && h->close_code == NGHTTP2_NO_ERROR && !h->goaway && !h->broken &&
            h->rx_off == h->rx.len && nghttp2_session_want_read(h->session) && !transport_pending(&uc->t);
 }
 
-void h2up_end_exchange(struct upstream_conn *uc)
+static void h2_end(struct upstream_exchange *ux)
 {
-    struct h2up *h = uc->h2;
+    struct h2up *h = ux->uc->h2;
     if (!h)
         return;
     if (h->id && !h->closed) {
@@ -464,8 +441,7 @@ void h2up_end_exchange(struct upstream_conn *uc)
         h->broken = true;
     }
     h->id = 0;
-    h->r = NULL;
-    h->resp = NULL;
+    h->ux = NULL;
     h->chunk = NULL;
     buf_free(&h->rx);
     h->rx_off = 0;
@@ -476,24 +452,31 @@ void h2up_end_exchange(struct upstream_conn *uc)
  * this struct freed, before proxy_pass logs it). */
 static void cause_to(struct h2up *h)
 {
-    h1resp_fail(h->resp, h->error, NULL);
+    h1resp_fail(&h->ux->resp, h->error, NULL);
 }
 
-int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
+static PARKED_APART int h2_step(struct upstream_exchange *ux, upstream_head_fn *head, int *events,
+                                enum upstream_failure *why)
 {
+    struct upstream_conn *uc = ux->uc;
     struct h2up *h = uc->h2;
     struct transport *t = &uc->t;
     *events = 0;
     for (;;) {
         if (h->head_ready && !h->head_passed) {
             h->head_passed = true;
-            return UPSTREAM_HEAD;
+            if (head(ux, why))
+                return UPSTREAM_ERROR;
+            continue;
         }
         if (h->chunk) {
-            h->resp->body = (const char *)h->chunk;
-            h->resp->body_len = h->chunk_len;
+            const uint8_t *chunk = h->chunk;
             h->chunk = NULL;
-            return UPSTREAM_BODY;
+            if (req_write(ux->r, chunk, h->chunk_len)) {
+                *why = UF_NONE;    /* the client went away: the body is unfinished */
+                return UPSTREAM_ERROR;
+            }
+            continue;
         }
         if (h->client_gone) {
             *why = UF_NONE;
@@ -501,6 +484,7 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
         }
         if (h->ended && h->head_passed) {
             send_some(h, t);       /* WINDOW_UPDATE and the like, best effort */
+            ux->request_sent = true;
             return UPSTREAM_END;
         }
         if (h->error[0]) {
@@ -568,3 +552,17 @@ int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why)
     *events = REQ_READABLE | (pending ? REQ_WRITABLE : 0) | (h->deferred && !pending ? REQ_BODY : 0);
     return UPSTREAM_MORE;
 }
+
+static int h2_open(struct upstream_conn *uc, uint32_t head_max) { return uc->h2 ? 0 : h2up_open(uc, head_max); }
+
+const struct upstream_client upstream_h2_client = {
+    .version = "2.0",
+    .h2 = true,
+    .open = h2_open,
+    .submit = h2_submit,
+    .step = h2_step,
+    .trailers = h2_trailers,
+    .reusable = h2_reusable,
+    .end = h2_end,
+    .tunnel = NULL,                  /* RFC 8441's CONNECT upstream is not spoken */
+};

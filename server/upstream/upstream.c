@@ -501,3 +501,14 @@ int upstream_stats_sum(const struct config *c, struct upstream_stats *out, int c
     upstream_health_stats(want, out, n);
     return n;
 }
+
+const struct upstream_client *upstream_client_for(const struct proxy_conf *pc)
+{
+    return pc->h2 ? &upstream_h2_client : &upstream_h1_client;
+}
+
+void upstream_exchange_free(struct upstream_exchange *ux)
+{
+    h1resp_free(&ux->resp);
+    buf_free(&ux->rx);
+}

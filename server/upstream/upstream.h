@@ -171,6 +171,7 @@ struct upstream_response {
     char *error_text;              /* ... when it was composed (h1resp_fail): heap, freed with p */
     bool head_request, head_done, complete, chunked, keep_alive, informational, in_value;
     bool upgrade_asked, upgraded;  /* the request asked to switch; the response is a 101 */
+    bool head_ends;                /* the head ended the message: no body, not even an empty one (HTTP/2) */
     bool cr_last;                  /* the framing so far (all but the body) ends with a CR */
     uint8_t crlf_due;              /* bytes of the CRLF after a chunk's data still to come */
     uint8_t event;                 /* what the last callback found */
@@ -187,25 +188,88 @@ void h1resp_free(struct upstream_response *p);
 /* Refuses the response: error becomes what, then detail if not NULL (copied). */
 void h1resp_fail(struct upstream_response *p, const char *what, const char *detail);
 
-/* h2client.c: HTTP/2 on an upstream connection (h2c, or h2 over TLS), one exchange
- * at a time.  h2up_open gives uc a client session (SETTINGS queued); h2up_submit queues
- * r's request from the HTTP/1.1 head proxy_pass built (its request line, Host and fields)
- * with r's body to come; h2up_step moves both ways without waiting and says what it found
- * as h1resp_parse does - UPSTREAM_HEAD (resp filled: status, fields, length, complete for a
- * head that ends the stream), UPSTREAM_BODY (resp->body, body_len: valid until the next
- * step), UPSTREAM_END, UPSTREAM_ERROR (*why, resp->error the cause), or UPSTREAM_MORE with the
- * *events to wait for. */
-struct h2up;
-int h2up_open(struct upstream_conn *uc, uint32_t head_max);
-int h2up_submit(struct upstream_conn *uc, struct request *r, const struct buf *head, struct upstream_response *resp);
-int h2up_step(struct upstream_conn *uc, int *events, enum upstream_failure *why);
-/* The trailer fields the response ended with: name\0value\0 pairs, *n of them. */
-const struct buf *h2up_trailers(const struct upstream_conn *uc, uint32_t *n);
-/* After UPSTREAM_END: both sides ended, cleanly, and the connection may carry another. */
-bool h2up_reusable(const struct upstream_conn *uc);
-/* The exchange is over (a stream still open is reset); its buffers go. */
-void h2up_end_exchange(struct upstream_conn *uc);
-/* upstream.c: a pooled connection, taken (what the server sent meanwhile is read: false
+/* ---- One exchange with an upstream server, whatever protocol it speaks ----
+ *
+ * The proxy says what to ask - a neutral request head (method, target, authority, the
+ * end-to-end fields it passes, the body's length) - and a client asks it in its own
+ * protocol, framing the head and the body its own way (HTTP/1.1's text and chunked
+ * coding, h1client.c; HTTP/2's HEADERS and DATA frames, h2client.c), and reads the
+ * answer: the head into struct upstream_response (status, lower-case fields, length), the
+ * body straight into the request's output (req_write, or read in place when its length
+ * is known: no copy through the proxy), the trailers, and a failure with its cause
+ * (*why, resp.error, err).  As h2o's httpclient: one table of functions per protocol, so
+ * the proxy names no protocol; as struct transport below it, the table is data.
+ *
+ * An exchange lives in its caller's heap state (a waiting one holds no buffer on the
+ * handler's stack); a client's per-connection state (an HTTP/2 session) hangs off the
+ * upstream_conn.  Nothing in it waits but the tunnel: step moves what can move and says
+ * what to wait for. */
+#define UPSTREAM_BODY_NONE (-2)    /* upstream_request.length: no body, and no length said */
+#define UPSTREAM_BODY_STREAM (-1)  /* a body of unknown length (chunked, or DATA to END_STREAM) */
+struct upstream_field {
+    const char *name, *value;      /* a client's names are lower case; the proxy's own may not be */
+    uint32_t nl, vl;
+};
+struct upstream_request {
+    const char *method, *target, *authority;
+    const struct upstream_field *fields;   /* what goes as it is: no framing, no hop-by-hop field */
+    uint32_t nfields;
+    uint32_t head_max;             /* the response head's limit, in bytes */
+    int64_t length;                /* the body's, or UPSTREAM_BODY_*; the body is the request's (req_try_body) */
+    const char *upgrade;           /* the protocol to switch to (HTTP/1.1's Upgrade), or NULL */
+    bool head;                     /* HEAD: the response has no body, whatever its head says */
+    bool close;                    /* ask the server to close the connection after this exchange */
+    bool trailers;                 /* the client takes trailers (TE: trailers) */
+};
+struct upstream_client;
+struct upstream_exchange;
+/* What the caller does with the response's head once step finds it complete (it answers
+ * its own client): 0, or -1 with *why. */
+typedef int upstream_head_fn(struct upstream_exchange *ux, enum upstream_failure *why);
+struct upstream_exchange {
+    const struct upstream_client *client;
+    struct upstream_conn *uc;      /* this attempt's connection, or NULL */
+    struct request *r;             /* whose body goes up, whose output the response body fills */
+    const struct proxy_conf *pc;   /* the timeouts the tunnel waits by (its waits are its own) */
+    struct upstream_response resp;
+    struct buf rx;                 /* read from the server, not yet parsed (HTTP/1.1) */
+    uint32_t rx_off;
+    bool body_open;                /* request body still to go */
+    bool chunked;                  /* ... with HTTP/1.1's chunked coding */
+    bool body_started;             /* some of it was taken from the client, in any attempt: not to be sent twice */
+    bool request_sent;             /* all of the request went */
+    uint8_t send_failed;           /* the server stopped taking the request: why (the answer is still read) */
+    uint8_t err;                   /* the errno behind a failure, or 0 */
+};
+struct upstream_client {
+    const char *version;           /* in Via, three characters: "1.1", "2.0" */
+    bool h2;                       /* its pooled connections are HTTP/2's (upstream_take) */
+    /* uc made ready to carry exchanges (an HTTP/2 session on a new connection): 0 or -1. */
+    int (*open)(struct upstream_conn *uc, uint32_t head_max);
+    /* The request on ux->uc: its head queued, its body taken as step finds it.  0, or -1. */
+    int (*submit)(struct upstream_exchange *ux, const struct upstream_request *rq);
+    /* Moves both ways without waiting (but for the client taking the body written to it),
+     * calling head once ux->resp's head is complete, before any body: UPSTREAM_END,
+     * UPSTREAM_ERROR (*why; UF_NONE: the client went), or UPSTREAM_MORE with the *events
+     * to wait for. */
+    int (*step)(struct upstream_exchange *ux, upstream_head_fn *head, int *events, enum upstream_failure *why);
+    /* After UPSTREAM_END: the trailer fields, name\0value\0 pairs, *n of them (NULL: none). */
+    const struct buf *(*trailers)(const struct upstream_exchange *ux, uint32_t *n);
+    /* After UPSTREAM_END: both sides ended, cleanly, and the connection may carry another. */
+    bool (*reusable)(const struct upstream_exchange *ux);
+    /* The exchange is over on ux->uc (what is unfinished is given up). */
+    void (*end)(struct upstream_exchange *ux);
+    /* After a 101: bytes both ways as they come, until the server closes (0) or a failure
+     * (-1, *why; UF_NONE: the client went).  NULL: this protocol switches to none. */
+    int (*tunnel)(struct upstream_exchange *ux, enum upstream_failure *why);
+};
+extern const struct upstream_client upstream_h1_client, upstream_h2_client;
+/* upstream.c: the client pc's upstreams speak to. */
+const struct upstream_client *upstream_client_for(const struct proxy_conf *pc);
+/* The exchange's buffers go (at the end of the last attempt). */
+void upstream_exchange_free(struct upstream_exchange *ux);
+
+/* h2client.c, for upstream.c: a pooled HTTP/2 connection, taken (what the server sent meanwhile is read: false
  * if it went away) and put back (the frame buffer's pages given back); and freed. */
 bool h2up_idle_ok(struct upstream_conn *uc);
 void h2up_idle(struct upstream_conn *uc);

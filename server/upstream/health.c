@@ -6,7 +6,10 @@
  *
  * One thread of its own probes for the whole process (so a server sees one probe per
  * interval whatever the number of workers), on a libev loop: every probe is a socket and
- * a few hundred bytes, run side by side, each bounded by its timeout.  Its configuration is
+ * a few hundred bytes, run side by side, each bounded by its timeout.  Its bytes go
+ * through struct transport (core/transport.h), plain or TLS, as every other connection's:
+ * the handshake, the request queued and flushed, the response read - one way of moving
+ * bytes, not a second loop of send/recv and SSL_write/SSL_read beside it.  Its configuration is
  * the running one, a reference it holds (upstream_health_use, from the main thread), read
  * only.  What it finds is published per server index as relaxed atomics, with the
  * fingerprint of the server list they are for: a worker whose list has another
@@ -42,11 +45,8 @@ struct probe {
     ev_io io;
     const struct upstream_server_conf *sc;
     const struct upstream_group *g;
-    int fd;
-    SSL *ssl;
+    struct transport t;            /* the socket (-1: none), TLS over it, the check's request queued */
     uint8_t phase;                 /* enum phase */
-    char request[512];
-    uint16_t request_len, sent;
     struct upstream_response resp;
     uint32_t fails, passes;        /* in a row */
     bool down;
@@ -94,14 +94,13 @@ static void end_probe(struct probe *p)
 {
     ev_io_stop(loop, &p->io);
     ev_timer_stop(loop, &p->deadline);
-    if (p->ssl) {
-        SSL_free(p->ssl);
+    bool tls = p->t.ssl != NULL;
+    transport_release(&p->t, false);
+    if (tls)
         ERR_clear_error();
-    }
-    if (p->fd >= 0)
-        close(p->fd);
-    p->ssl = NULL;
-    p->fd = -1;
+    if (p->t.fd >= 0)
+        close(p->t.fd);
+    p->t.fd = -1;
     if (p->phase == READING || p->phase == SENDING)
         h1resp_free(&p->resp);
     p->phase = IDLE;
@@ -134,7 +133,7 @@ static void finish(struct probe *p, bool passed, const char *why)
 static void want(struct probe *p, int events)
 {
     ev_io_stop(loop, &p->io);
-    ev_io_set(&p->io, p->fd, events);
+    ev_io_set(&p->io, p->t.fd, events);
     ev_io_start(loop, &p->io);
 }
 
@@ -145,29 +144,21 @@ static void start_request(struct probe *p)
         finish(p, true, NULL);
         return;
     }
-    int n = snprintf(p->request, sizeof p->request,
+    char request[512];
+    int n = snprintf(request, sizeof request,
                      "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: h2park health check\r\nConnection: close\r\n\r\n",
                      h->path, h->host ? h->host : p->sc->addr.ss_family == AF_UNIX ? "localhost" : p->sc->text);
-    if (n < 0 || (size_t)n >= sizeof p->request) {
+    if (n < 0 || (size_t)n >= sizeof request) {
         finish(p, false, "request too long");
         return;
     }
-    p->request_len = (uint16_t)n;
-    p->sent = 0;
+    if (buf_append(&p->t.out, request, (size_t)n)) {
+        finish(p, false, "no memory for the request");
+        return;
+    }
     h1resp_init(&p->resp, false, false, CHECK_HEAD_MAX);
     p->phase = SENDING;
     want(p, EV_WRITE);
-}
-
-/* What a TLS call asks for next: 1 wait, 0 go on, -1 failed. */
-static int tls_wait(struct probe *p, int rc)
-{
-    int e = SSL_get_error(p->ssl, rc);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        want(p, e == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE);
-        return 1;
-    }
-    return -1;
 }
 
 static void step(struct probe *p)
@@ -176,7 +167,7 @@ static void step(struct probe *p)
     case CONNECTING: {
         int e = 0;
         socklen_t el = sizeof e;
-        getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &e, &el);
+        getsockopt(p->t.fd, SOL_SOCKET, SO_ERROR, &e, &el);
         if (e) {
             char why[160];
             snprintf(why, sizeof why, "connect: %s", strerror(e));
@@ -187,7 +178,7 @@ static void step(struct probe *p)
             start_request(p);
             return;
         }
-        if (!(p->ssl = upstream_tls_client(p->g->check_tls, p->fd))) {
+        if (!(p->t.ssl = upstream_tls_client(p->g->check_tls, p->t.fd))) {
             finish(p, false, "cannot start TLS");
             return;
         }
@@ -195,65 +186,42 @@ static void step(struct probe *p)
     }
     /* fall through */
     case HANDSHAKING: {
-        int rc = SSL_connect(p->ssl);
-        if (rc != 1) {
-            if (tls_wait(p, rc) < 0) {
-                char why[400];
-                finish(p, false, upstream_tls_failure(p->g->check_tls, p->ssl, why, sizeof why));
-            }
-            return;
+        enum handshake h = transport_handshake(&p->t);
+        /* What the batching BIO still holds goes first (a full socket). */
+        int sent = h == HANDSHAKE_DONE || h == HANDSHAKE_FAILED ? 1 : tls_send_sealed(p->t.ssl);
+        if (h == HANDSHAKE_FAILED || sent < 0) {
+            char why[400];
+            finish(p, false, upstream_tls_failure(p->g->check_tls, p->t.ssl, why, sizeof why));
+        } else if (h == HANDSHAKE_DONE) {
+            start_request(p);
+        } else {
+            want(p, h == HANDSHAKE_WANT_WRITE || !sent ? EV_WRITE : EV_READ);
         }
-        start_request(p);
         return;
     }
-    case SENDING:
-        while (p->sent < p->request_len) {
-            ssize_t n;
-            if (p->ssl) {
-                int rc = SSL_write(p->ssl, p->request + p->sent, p->request_len - p->sent);
-                if (rc <= 0) {
-                    if (tls_wait(p, rc) < 0)
-                        finish(p, false, "the server closed while the check was sent");
-                    return;
-                }
-                n = rc;
-            } else {
-                n = send(p->fd, p->request + p->sent, p->request_len - p->sent, MSG_NOSIGNAL);
-                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                    return;
-                if (n <= 0) {
-                    finish(p, false, "the server closed while the check was sent");
-                    return;
-                }
-            }
-            p->sent += (uint16_t)n;
+    case SENDING: {
+        uint64_t moved;
+        int f = transport_flush(&p->t, &moved);
+        if (f < 0) {
+            finish(p, false, "the server closed while the check was sent");
+            return;
+        }
+        if (f > 0) {
+            want(p, EV_WRITE);
+            return;
         }
         p->phase = READING;
         want(p, EV_READ);
+    }
     /* fall through */
     case READING:
         for (;;) {
             char b[2048];
-            ssize_t n;
-            if (p->ssl) {
-                int rc = SSL_read(p->ssl, b, sizeof b);
-                if (rc <= 0) {
-                    int e = SSL_get_error(p->ssl, rc);
-                    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-                        want(p, e == SSL_ERROR_WANT_READ ? EV_READ : EV_WRITE);
-                        return;
-                    }
-                    n = e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
-                } else {
-                    n = rc;
-                }
-            } else {
-                n = recv(p->fd, b, sizeof b, 0);
-                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                    return;
-            }
-            if (n <= 0) {
-                finish(p, false, n < 0 ? "the server reset the connection" : "the server closed without a response");
+            ssize_t n = transport_read(&p->t, b, sizeof b);
+            if (n == 0)
+                return;
+            if (n < 0) {
+                finish(p, false, errno ? "the server reset the connection" : "the server closed without a response");
                 return;
             }
             size_t off = 0;
@@ -305,26 +273,26 @@ static void on_every(struct ev_loop *l, ev_timer *t, int revents)
     if (p->phase != IDLE)
         return;                    /* the last one is still out (a timeout longer than the interval) */
     const struct upstream_server_conf *sc = p->sc;
-    p->fd = socket(sc->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (p->fd < 0) {
+    p->t.fd = socket(sc->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (p->t.fd < 0) {
         log_msg(LOG_ERROR, "upstream %s: health check: socket: %s", sc->text, strerror(errno));
         return;
     }
     if (sc->addr.ss_family != AF_UNIX) {
         int one = 1;
-        setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(p->t.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     p->phase = CONNECTING;
     ev_timer_set(&p->deadline, p->g->check->timeout, 0);
     ev_timer_start(loop, &p->deadline);
-    if (connect(p->fd, (const struct sockaddr *)&sc->addr, sc->addrlen) < 0 && errno != EINPROGRESS &&
+    if (connect(p->t.fd, (const struct sockaddr *)&sc->addr, sc->addrlen) < 0 && errno != EINPROGRESS &&
         errno != EAGAIN) {
         char why[160];
         snprintf(why, sizeof why, "connect: %s", strerror(errno));
         finish(p, false, why);
         return;
     }
-    ev_io_init(&p->io, on_io, p->fd, EV_WRITE);
+    ev_io_init(&p->io, on_io, p->t.fd, EV_WRITE);
     ev_io_start(loop, &p->io);
 }
 
@@ -417,7 +385,7 @@ void upstream_health_use(struct config *c)
             return;
         }
         for (int i = 0; i < MAX_UPSTREAM_TOTAL; i++) {
-            probes[i].fd = -1;
+            probes[i].t.fd = -1;
             ev_init(&probes[i].every, on_every);
             ev_init(&probes[i].deadline, on_deadline);
         }

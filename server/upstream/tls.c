@@ -156,7 +156,7 @@ static int name_ssl(SSL *ssl, const struct upstream_tls *t)
 SSL *upstream_tls_client(const struct upstream_tls *t, int fd)
 {
     SSL *ssl = t->ctx ? SSL_new(t->ctx) : NULL;
-    if (!ssl || SSL_set_fd(ssl, fd) != 1 || name_ssl(ssl, t)) {
+    if (!ssl || tls_attach_socket(ssl, fd) || name_ssl(ssl, t)) {
         SSL_free(ssl);
         return NULL;
     }

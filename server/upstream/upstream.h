@@ -145,8 +145,9 @@ SSL_SESSION *upstream_session_for(const struct upstream_conn *uc, const SSL_CTX 
 int upstream_session_keep(const struct upstream_conn *uc, SSL_SESSION *s);
 int upstream_tls_handshake(struct request *r, struct upstream_conn *uc, const struct upstream_tls *t, double deadline,
                            enum upstream_failure *why, char **detail);
-/* For the health checks: an SSL over fd (a plain socket BIO) naming and verifying as t
- * says, its handshake the caller's (or NULL); and why a handshake failed, into buf. */
+/* For the health checks: an SSL over fd (through the batching BIO, as a transport's)
+ * naming and verifying as t says, its handshake the caller's (or NULL); and why a
+ * handshake failed, into buf. */
 SSL *upstream_tls_client(const struct upstream_tls *t, int fd);
 const char *upstream_tls_failure(const struct upstream_tls *t, SSL *ssl, char *buf, size_t cap);
 

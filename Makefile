@@ -73,7 +73,7 @@ $(shell mkdir -p $(BUILD)/obj $(BUILD)/gen; \
 
 ALLOC_SRC := alloc/fatal.c alloc/pageheap.c alloc/span.c alloc/central.c alloc/cache.c \
              alloc/malloc.c alloc/quarantine.c alloc/scavenge.c alloc/growth.c alloc/stats.c \
-             alloc/fork.c alloc/valgrind.c alloc/foreign.c
+             alloc/fork.c alloc/valgrind.c alloc/foreign.c alloc/conf.c
 ALLOC_OBJ := $(ALLOC_SRC:%.c=$(BUILD)/obj/%.o)
 GEN := $(BUILD)/gen/sc_sizeclasses.h $(BUILD)/gen/sc_specialized.h $(BUILD)/gen/sc_config.h
 

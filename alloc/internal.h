@@ -217,6 +217,14 @@ struct sc_heap {
     sc_span *spare_spans;      /* recycled span structs */
     size_t inuse_pages, stack_pages, idle_pages, released_pages;
     uint64_t tick;             /* the purge tick (pageheap.c) of the last free */
+    /* The retained goal (pageheap.c): the peak of the pages in use in this window of half
+     * the decay period and in the one before, and when this one began. */
+    size_t peak_now, peak_before;
+    uint64_t window_start;
+    bool releasing;            /* above the goal, and not yet back down to the peak */
+    size_t short_dirty_pages;  /* dirty pages in free runs too short to release by pace */
+    struct sc_conf { int decay_ms; unsigned retain_pct; } conf;   /* conf.c, sc_set_decay_ms */
+    uint64_t release_calls;    /* madvise calls that returned idle pages */
     size_t large_alloc_bytes;
     uint64_t large_mallocs, large_frees;
     uint64_t gone_nalloc[SC_NSPANCLASS], gone_nfreed[SC_NSPANCLASS];   /* of freed spans */
@@ -416,6 +424,9 @@ void sc_vg_defined(void *p, size_t n) SC_HIDDEN;
 /* foreign.c: false (0) unless the drop-in passed p to the allocator that owns it */
 bool sc_foreign_free(void *p) SC_HIDDEN;
 size_t sc_foreign_usable(void *p) SC_HIDDEN;
+/* conf.c: SCALLOC_CONF over the defaults in conf */
+void sc_conf_read(struct sc_conf *conf) SC_HIDDEN;
+void sc_conf_parse(const char *value, struct sc_conf *conf) SC_HIDDEN;   /* NULL: nothing */
 /* fatal.c */
 __attribute__((noreturn, format(printf, 1, 2))) void sc_fatal(const char *fmt, ...) SC_HIDDEN;
 

@@ -15,44 +15,63 @@
  * the kernel is under pressure and makes the contents undefined, so every reuse would
  * have to clear them again.
  *
- * Idle pages also go back by themselves, with no thread of the allocator's own (the drop-in
- * runs inside programs that call nothing but malloc and free): time is cut into 1 ms ticks
- * read from CLOCK_MONOTONIC_COARSE (a read of the vDSO's page, 6 ns, taken before the lock),
- * and the first sc_heap_free or sc_heap_resize of a new tick - slow paths already, and frees
- * are what make pages idle, so allocations read no clock - releases the dirty pages of every
- * free run that has idled at least two ticks by that clock.  The coarse clock moves in the
- * kernel's timer steps (4 ms at this machine's 250 Hz, 1 ms at 1000 Hz), so a run goes back
- * at the first free after the next step: here 0 to 4 ms after its own free.  So each run
- * knows how many of its pages are dirty and since when.  The count is exact: every page of
- * a span is dirty (taking a page marks it), so a freed span adds all its pages, a release
- * clears the count, and a run split by an allocation keeps what the pages taken did not
- * have.  A run's age is its oldest dirty page's, so that pages freed every tick next to old
- * ones cannot keep those young; the price is that younger pages merged into a run go with
- * it.  Three rules keep that price off the pages most likely to be wanted again.  A run due
- * for release is released before a freed span merges into it, so a fresh free keeps its
- * own age.  And a clean run has no age: an object freed and allocated again in a loop
- * (above SC_LARGE_CACHE_PAGES, so not kept by the thread) takes its dirty pages back each
- * time and leaves its run as clean as it found it, so it is released only if the loop
- * pauses across a clock step with the object freed.  And the heap keeps max(1 MiB, 1/64 of
- * the pages in use) of dirty idle pages at hand: a release happens only above that, so a
- * program that frees a little and wants it back a few ms later pays nothing.
+ * Idle pages also go back by themselves, paced by a goal rather than by each free (Go's
+ * scavenger, runtime/mgcscavenge.go, keeps the heap's retained memory near a goal derived
+ * from its recent use; jemalloc decays dirty pages over dirty_decay_ms, mimalloc purges
+ * after purge_delay).  The goal is
+ *     goal = peak + peak * retain_pct / 100 + 1 MiB
+ * where peak is the most pages the heap had in use (spans and stacks) in the last decay
+ * period: the larger of two windows' peaks, this window's and the last one's, each half the
+ * decay period long.  While the program's use stays near its recent peak nothing goes back,
+ * however often it frees and takes memory again - so a program that frees a large buffer
+ * and takes it again moments later (git's delta windows, zlib's buffers) pays no madvise and
+ * no fresh page faults for it; once its use has stayed lower for a decay period, the peak
+ * follows it down and what lies above the goal goes back.  That is the hysteresis: memory
+ * the program wants again costs a system call and a fault per page when returned, and only
+ * RSS the program itself had in use a moment ago when kept.
  *
- * Measured (interleaved runs on a noisy machine): mstress (bench_workloads mstress 2 100),
- * which frees 35,000 objects of 64 KiB to 1 MiB a second and touches two pages of each, peaks
- * at 16.6-17.6 MiB with nothing released, 12.1-14.0 with 10 ms ticks, 9.1-9.9 with 4 ms and
- * 6.4-7.3 with these (glibc 4.9-7.7), since the pages it touched within the delay are most
- * of what it holds; the price is 12,000 madvise calls and 111,000 page faults instead of 2
- * and 4,200 (0.33 s of system time instead of 0.06).  gcc -O2 on a large file
- * (tests/preload/gen_c.py 700) made 0 madvise calls and 42,000 page faults with nothing
- * released, 600-750 and 49,000-50,000 with 10 ms ticks, 10,000-11,000 and 102,000-107,000
- * (0.2 s more system time) with 1 ms ticks and no pages kept, 1,000-1,540 and 50,000-53,000
- * with these.  h2park serving 1 KiB over TLS to 100 clients, 1 ms ticks and no pages kept:
- * 83-90 madvise calls in 20,000 requests, CPU per request unchanged.
+ * Two more rules keep the number of madvise calls down, since each returns one run: the
+ * calls, not the pages, are what a program that frees and takes memory in phases pays for.
+ * Long runs (RELEASE_MIN_RUN pages, 1 MiB, or more) count against the goal: once the heap
+ * retains more than the goal in use and in long runs' dirty pages, long runs go back,
+ * largest first, until it is down to its peak and 1 MiB (a band, so that the heap does not
+ * release a run at every tick while it hovers at the goal).  Short runs - the gaps between
+ * live spans of a heap in use - go back only once all the dirty idle pages and those in use
+ * exceed twice the goal, until they are back down to it: a heap's ordinary fragmentation
+ * (a fifth of git gc's heap, in runs of 4 to 64 pages) stays, as in glibc's heap, while a
+ * program whose use has fallen far below what it holds still gets it back.
+ * (git gc --aggressive over redis's history made 1,585-1,961 calls with every run counted
+ * against a 10% goal released down to it, 658 with the long runs from 512 KiB, 119 from
+ * 1 MiB.)
  *
- * The walk over the free runs happens at most once a tick and stops once the dirty idle
- * pages are down to what the heap keeps; runs alternate with spans, so there are never more
- * of them than spans.  Ticks are 64-bit counts of the monotonic clock, so they never wrap,
- * and every tick with heap activity releases what is due. */
+ * There is no thread of the allocator's own (the drop-in runs inside arbitrary programs:
+ * a thread would have to be stopped and restarted around fork, would wake idle programs and
+ * shows in their thread lists); the pacing rides on slow paths that already take the lock.
+ * Time is cut into 1 ms ticks read from CLOCK_MONOTONIC_COARSE (a read of the vDSO's page,
+ * 6 ns, taken before the lock), and the first sc_heap_free or sc_heap_resize of a new tick -
+ * frees are what make pages idle, so allocations read no clock - moves the windows on and
+ * releases what the goal says, of runs whose pages have idled two ticks or more, at most
+ * RELEASE_PACE pages a tick so that no one free stalls for long.  A program that stops
+ * calling free keeps what it freed last until it frees again (or calls sc_scavenge).
+ * SCALLOC_CONF sets decay_ms and retain_pct (conf.c); decay_ms:-1 releases nothing unasked.
+ *
+ * Each run knows how many of its pages are dirty and since when.  The count is exact:
+ * every page of a span is dirty (taking a page marks it), so a freed span adds all its
+ * pages, a release clears the count, and a run split by an allocation keeps what the pages
+ * taken did not have.  A run's age is its oldest dirty page's, so that pages freed every tick
+ * next to old ones cannot keep those young; a run due for release (old enough, and the heap
+ * above its goal) is released before a freed span merges into it, so a fresh free keeps its
+ * own age.  A clean run has no age.
+ *
+ * Measured before this goal (runs released two ticks after their free, beyond max(1 MiB,
+ * 1/64 of the pages in use)): git gc --aggressive over redis's history to 3.0.0 made 16,527
+ * madvise calls and 355,000 page faults against glibc's 6 and 152,000; docs/allocator.md has
+ * the figures with the goal.
+ *
+ * The walk over the free runs happens at most once a tick, over the long runs only unless
+ * the heap holds twice its goal, and stops once it is back under its goal; runs alternate
+ * with spans, so there are never more of them than spans.
+ * Ticks are 64-bit counts of the monotonic clock, so they never wrap. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -73,11 +92,17 @@
 #define VALGRIND_ARENA ((size_t)4 << 30)
 #define META_CHUNK (64u << 10)
 #define PURGE_TICK_NS 1000000u
-#define KEEP_DIRTY_MIN_PAGES 128u  /* 1 MiB */
-#define KEEP_DIRTY_DIV 64u         /* or 1/64 of the pages in use, if more */
+#define RETAIN_MIN_PAGES 128u   /* 1 MiB above the peak, however small */
 #define PURGE_IDLE_TICKS 2u     /* freed in tick t, released from t + 2 */
+#define RELEASE_PACE 2048u      /* pages a tick: 16 MiB, a few ms of madvise at most */
+#define RELEASE_MIN_RUN 128u    /* long runs: 1 MiB or more */
+#define DECAY_MS_DEFAULT 1000
+#define RETAIN_PCT_DEFAULT 10
 
-struct sc_heap sc_heap = { .lock = PTHREAD_MUTEX_INITIALIZER };
+struct sc_heap sc_heap = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .conf = { .decay_ms = DECAY_MS_DEFAULT, .retain_pct = RETAIN_PCT_DEFAULT },
+};
 /* What the page map says for a page in no span: owned by nobody and FREE, so the free
  * fast path needs no NULL test and the slow path reports an invalid free. */
 static sc_span nowhere = { .state = SC_SPAN_FREE };
@@ -121,7 +146,8 @@ static void heap_init_once(void)
     sc_heap.key = key | 1;     /* never 0, so an all-zero word never decodes to a link */
     sc_heap.base = base;
     sc_heap.fast_npages = 0;       /* grows with the heap (grow) */
-    sc_heap.tick = sc_heap_tick_now();
+    sc_conf_read(&sc_heap.conf);
+    sc_heap.tick = sc_heap.window_start = sc_heap_tick_now();
 }
 
 void sc_heap_init(void) { pthread_once(&heap_once, heap_init_once); }
@@ -170,16 +196,27 @@ uint64_t sc_heap_tick_now(void)
     return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) / PURGE_TICK_NS;
 }
 
-/* More dirty idle pages than the heap keeps at hand (see above)? */
-static bool dirty_over_keep(void)
+static size_t pages_used(void) { return sc_heap.inuse_pages + sc_heap.stack_pages; }
+
+/* Every change of the pages in use upward passes here, under the lock. */
+static void note_peak(void)
 {
-    size_t dirty = sc_heap.idle_pages - sc_heap.released_pages, keep = sc_heap.inuse_pages / KEEP_DIRTY_DIV;
-    return dirty > (keep > KEEP_DIRTY_MIN_PAGES ? keep : KEEP_DIRTY_MIN_PAGES);
+    if (pages_used() > sc_heap.peak_now)
+        sc_heap.peak_now = pages_used();
+}
+
+/* Short runs' dirty pages are left out of the goal (see above): counted as they join and
+ * leave the lists, and as they are released. */
+static bool run_short(const sc_span *s) { return s->npages < RELEASE_MIN_RUN; }
+
+static bool run_old_enough(const sc_span *r, uint64_t now)
+{
+    return r->idle.dirty && now - r->idle.since >= PURGE_IDLE_TICKS;
 }
 
 static bool run_due(const sc_span *r, uint64_t now)
 {
-    return r->idle.dirty && now - r->idle.since >= PURGE_IDLE_TICKS && dirty_over_keep();
+    return sc_heap.releasing && sc_heap.conf.decay_ms >= 0 && !run_short(r) && run_old_enough(r, now);
 }
 
 /* The idle record of two runs joined: clean pages have no age. */
@@ -212,7 +249,10 @@ static void release_dirty_pages(sc_span *s)
             j++;
         }
         madvise((void *)(sc_heap.base + (i << SC_PAGE_SHIFT)), (j - i) << SC_PAGE_SHIFT, MADV_DONTNEED);
+        sc_heap.release_calls++;
         sc_heap.released_pages += j - i;
+        if (run_short(s))
+            sc_heap.short_dirty_pages -= j - i;
         s->idle.dirty -= j - i;
         i = j;
     }
@@ -223,6 +263,8 @@ static size_t run_list(size_t npages) { return npages <= EXACT_RUNS ? npages : 0
 static void run_link(sc_span *s)
 {
     size_t list = run_list(s->npages);
+    if (run_short(s))
+        sc_heap.short_dirty_pages += s->idle.dirty;
     sc_span **head = &sc_heap.free_runs[list];
     sc_heap.runs_nonempty[list / 64] |= (uint64_t)1 << (list % 64);
     s->prev = NULL;
@@ -238,6 +280,8 @@ static void run_link(sc_span *s)
 static void run_unlink(sc_span *s)
 {
     size_t list = run_list(s->npages);
+    if (run_short(s))
+        sc_heap.short_dirty_pages -= s->idle.dirty;
     if (s->prev)
         s->prev->next = s->next;
     else if (!(sc_heap.free_runs[list] = s->next))
@@ -309,16 +353,53 @@ static void insert_free_run(size_t first, size_t n, sc_span *s, struct sc_idle i
     run_link(s);
 }
 
-/* The first free of a tick releases what has idled long enough (see above). */
+/* Releases runs of lists hi down to lo (0: the runs above EXACT_RUNS pages, the longest,
+ * first) that have idled long enough, until *excess pages went back or *budget is spent. */
+static void release_runs(uint64_t now, size_t hi, size_t lo, size_t *excess, size_t *budget)
+{
+    for (size_t b = hi; b >= lo && *excess && *budget; b = b ? b - 1 : EXACT_RUNS) {
+        for (sc_span *r = sc_heap.free_runs[b]; r && *excess && *budget; r = r->next) {
+            if (!run_old_enough(r, now))
+                continue;
+            size_t before = sc_heap.released_pages;
+            release_dirty_pages(r);
+            size_t n = sc_heap.released_pages - before;
+            *excess = n < *excess ? *excess - n : 0;
+            *budget = n < *budget ? *budget - n : 0;
+        }
+        if (b == lo)
+            break;
+    }
+}
+
+/* The first free of a tick moves the windows of the peak on and releases what the goal says
+ * (see above), at most RELEASE_PACE pages. */
 static void heap_tick(uint64_t now)
 {
     if (now <= sc_heap.tick)      /* read before the lock: maybe behind another's */
         return;
     sc_heap.tick = now;
-    for (size_t b = 0; b <= EXACT_RUNS && dirty_over_keep(); b++)
-        for (sc_span *r = sc_heap.free_runs[b]; r; r = r->next)
-            if (run_due(r, now))
-                release_dirty_pages(r);
+    if (sc_heap.conf.decay_ms < 0)
+        return;
+    if (now - sc_heap.window_start >= (uint64_t)sc_heap.conf.decay_ms / 2) {
+        sc_heap.peak_before = sc_heap.peak_now;
+        sc_heap.peak_now = pages_used();
+        sc_heap.window_start = now;
+    }
+    size_t peak = sc_heap.peak_now > sc_heap.peak_before ? sc_heap.peak_now : sc_heap.peak_before;
+    size_t low = peak + RETAIN_MIN_PAGES, goal = low + peak * sc_heap.conf.retain_pct / 100;
+    size_t dirty = sc_heap.idle_pages - sc_heap.released_pages, used = pages_used(), budget = RELEASE_PACE;
+    size_t retained = used + dirty - sc_heap.short_dirty_pages;       /* in long runs */
+    if (sc_heap.releasing || retained > goal) {
+        size_t excess = retained > low ? retained - low : 0;
+        release_runs(now, 0, RELEASE_MIN_RUN, &excess, &budget);
+        sc_heap.releasing = excess > 0;
+    }
+    retained = used + sc_heap.idle_pages - sc_heap.released_pages;   /* in all runs */
+    if (retained > 2 * goal) {
+        size_t excess = retained - goal;
+        release_runs(now, RELEASE_MIN_RUN - 1, 1, &excess, &budget);
+    }
 }
 
 /* A freed span's pages: all dirty, since this tick. */
@@ -414,6 +495,7 @@ sc_span *sc_heap_alloc(size_t npages, size_t align, unsigned spanclass, bool zer
         sc_heap.stack_pages += npages;
     else
         sc_heap.inuse_pages += npages;
+    note_peak();
     if (large && !stack) {
         sc_heap.large_alloc_bytes += npages << SC_PAGE_SHIFT;
         sc_heap.large_mallocs++;
@@ -506,6 +588,7 @@ bool sc_heap_resize(sc_span *s, size_t npages)
     sc_heap.released_pages -= clean;
     sc_heap.idle_pages -= extra;
     sc_heap.inuse_pages += extra;
+    note_peak();
     sc_heap.large_alloc_bytes += extra << SC_PAGE_SHIFT;
     sc_asan_unpoison((void *)(sc_heap.base + (next << SC_PAGE_SHIFT)), extra << SC_PAGE_SHIFT);
     pthread_mutex_unlock(&sc_heap.lock);
@@ -532,6 +615,22 @@ void sc_get_config(struct sc_config *out)
     out->arena_bytes = sc_heap.reserved_pages << SC_PAGE_SHIFT;
     out->grow_bytes = GROW_PAGES << SC_PAGE_SHIFT;
     out->release_method = "MADV_DONTNEED";
+    pthread_mutex_lock(&sc_heap.lock);
+    out->decay_ms = sc_heap.conf.decay_ms;
+    out->retain_pct = sc_heap.conf.retain_pct;
+    pthread_mutex_unlock(&sc_heap.lock);
+}
+
+int sc_set_decay_ms(int decay_ms)
+{
+    sc_heap_init();
+    if (decay_ms < -1)
+        decay_ms = -1;
+    pthread_mutex_lock(&sc_heap.lock);
+    int was = sc_heap.conf.decay_ms;
+    sc_heap.conf.decay_ms = decay_ms;
+    pthread_mutex_unlock(&sc_heap.lock);
+    return was;
 }
 
 /* Objects allocated and freed by span class: the counts of all small spans, and of

@@ -62,10 +62,11 @@ __attribute__((destructor)) static void report_at_exit(void)
     comm(name, sizeof name);
     int n = snprintf(line, sizeof line,
                      "prog=%s\tpid=%d\tmallocs=%llu\tfrees=%llu\theap_alloc=%llu\theap_inuse=%llu\t"
-                     "heap_sys=%llu\tlarge_alloc=%llu\thwm_kb=%ld\n",
+                     "heap_sys=%llu\tlarge_alloc=%llu\trelease_calls=%llu\thwm_kb=%ld\n",
                      name, (int)getpid(), (unsigned long long)st.mallocs, (unsigned long long)st.frees,
                      (unsigned long long)st.heap_alloc, (unsigned long long)st.heap_inuse,
-                     (unsigned long long)st.heap_sys, (unsigned long long)st.large_alloc, status_kb("VmHWM"));
+                     (unsigned long long)st.heap_sys, (unsigned long long)st.large_alloc,
+                     (unsigned long long)st.release_calls, status_kb("VmHWM"));
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return;

@@ -16,6 +16,8 @@ int main(int argc, char **argv)
         printf("arena_bytes\t%zu\n", c.arena_bytes);
         printf("grow_bytes\t%zu\n", c.grow_bytes);
         printf("release\t%s\n", c.release_method);
+        printf("decay_ms\t%d\n", c.decay_ms);
+        printf("retain_pct\t%u\n", c.retain_pct);
         return 0;
     }
     if (argc != 1) {

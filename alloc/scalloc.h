@@ -37,6 +37,7 @@ struct sc_stats {
     uint64_t stack_inuse;          /* bytes in spans holding coroutine stacks */
     uint64_t mallocs, frees;       /* heap objects allocated and freed, all time */
     uint64_t large_alloc;          /* bytes in live objects above 32 KiB */
+    uint64_t release_calls;        /* madvise calls that gave idle pages back, all time */
     struct sc_class_stats by_class[SC_NUM_CLASSES];
 };
 
@@ -61,6 +62,8 @@ struct sc_config {
     size_t arena_bytes;            /* address space reserved for the heap */
     size_t grow_bytes;             /* how much the heap takes into use at a time */
     const char *release_method;    /* how idle pages go back to the OS */
+    int decay_ms;                  /* SCALLOC_CONF's decay_ms, or sc_set_decay_ms's */
+    unsigned retain_pct;           /* SCALLOC_CONF's retain_pct */
 };
 
 void *sc_malloc_generic(size_t n);
@@ -76,6 +79,10 @@ void *sc_stack_alloc(size_t n);
 void  sc_stack_free(void *p);
 size_t sc_grow_cap(size_t old_cap, size_t needed, size_t elem_size);
 void  sc_scavenge(void);
+/* How long free pages above the retained goal (the peak of the pages in use over this period,
+ * plus retain_pct of it) may stay resident before the heap gives them back by itself; -1:
+ * never, only sc_scavenge.  Returns the setting it replaces (SCALLOC_CONF sets the first). */
+int   sc_set_decay_ms(int decay_ms);
 /* Gives the OS pages lying wholly inside [p, p+len) of a live object back to the OS: for
  * a buffer whose contents are dead for a while.  Those bytes read as zero afterwards. */
 void  sc_release_pages(void *p, size_t len);

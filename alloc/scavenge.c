@@ -6,9 +6,9 @@
  * touched by that thread only) - and then the page heap releases the resident pages of
  * its free runs.  (In ASan builds the calling thread's quarantine is emptied first.)  It
  * lives above all three: the page heap is the floor and calls nothing above it.  Unasked,
- * the page heap releases runs idle for two ticks by itself, and a cache gives back its empty
- * spans when it keeps taking fresh pages (pageheap.c, cache.c); a scavenge is the at-once,
- * everything version of both. */
+ * the page heap releases what lies above its retained goal by itself, and a cache gives back
+ * its empty spans when it keeps taking fresh pages (pageheap.c, cache.c); a scavenge is the
+ * at-once, everything version of both. */
 #define _GNU_SOURCE
 #include <sys/mman.h>
 #include <unistd.h>

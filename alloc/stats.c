@@ -60,6 +60,7 @@ void sc_read_stats(struct sc_stats *out)
     out->heap_idle = (uint64_t)sc_heap.idle_pages << SC_PAGE_SHIFT;
     out->heap_released = (uint64_t)sc_heap.released_pages << SC_PAGE_SHIFT;
     out->heap_sys = (uint64_t)sc_heap.grown_pages << SC_PAGE_SHIFT;
+    out->release_calls = sc_heap.release_calls;
     pthread_mutex_unlock(&sc_heap.lock);
 }
 

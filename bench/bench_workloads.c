@@ -30,8 +30,8 @@
  *                                      by whoever takes it (mimalloc-bench's mstress)
  *   bench_workloads run CMD ARGS...    runs a program and reports like the others
  *
- * Each workload ends with one line: "wall_s=... maxrss_kb=... checksum=..." (run: the
- * child's peak RSS).  Objects are written when allocated and read before being freed, so
+ * Each workload ends with one line: "wall_s=... cpu_s=... maxrss_kb=... checksum=..." (cpu_s:
+ * user and system time; run: the child's, and its peak RSS).  Objects are written when allocated and read before being freed, so
  * no allocator gets away with untouched memory. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -51,6 +51,11 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu_seconds(const struct rusage *ru)
+{
+    return (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) + (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e6;
 }
 
 static inline uint64_t rnd(uint64_t *s)
@@ -321,7 +326,8 @@ static int run(char **argv)
     double wall = now() - t0;
     struct rusage ru;
     getrusage(RUSAGE_CHILDREN, &ru);
-    fprintf(stderr, "wall_s=%.3f maxrss_kb=%ld status=%d\n", wall, ru.ru_maxrss, WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+    fprintf(stderr, "wall_s=%.3f cpu_s=%.3f maxrss_kb=%ld status=%d\n", wall, cpu_seconds(&ru), ru.ru_maxrss,
+            WIFEXITED(st) ? WEXITSTATUS(st) : 128);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
@@ -348,7 +354,8 @@ int main(int argc, char **argv)
         double wall = now() - t0;
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        printf("wall_s=%.3f maxrss_kb=%ld checksum=%llu\n", wall, ru.ru_maxrss, (unsigned long long)checksum);
+        printf("wall_s=%.3f cpu_s=%.3f maxrss_kb=%ld checksum=%llu\n", wall, cpu_seconds(&ru), ru.ru_maxrss,
+               (unsigned long long)checksum);
         return 0;
     }
     fprintf(stderr, "bench_workloads: no workload %s\n", argv[1]);

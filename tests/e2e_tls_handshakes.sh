@@ -71,6 +71,13 @@ for v in 1.3 1.2; do
   [ "$out" = "reused=False status=200 reused=False status=200 reused=True status=200 " ]
   check "another_sites_name_never_resumes_tls$v" $? "$out (a session of a.test offered for b.test)"
 done
+# Server names the early site choice reads from the raw ClientHello: too long, odd, a
+# number: the listener's default site or a refusal, and the daemon lives on.
+for name in "$(printf 'a%.0s' $(seq 1 300))" "a..b" "-x-" "127.0.0.1" "A.TEST."; do
+  echo | timeout 10 openssl s_client -connect "127.0.0.1:$T" -servername "$name" >/dev/null 2>&1
+done
+[ "$(curl -sk -o /dev/null -w '%{http_code}' --resolve "a.test:$T:127.0.0.1" "https://a.test:$T/")" = 200 ]
+check odd_server_names_survived $? "$(tail -3 "$TMP/daemon.log")"
 res=$(metric "$P" 'h2park_tls_handshakes_total{result="resumed"}')
 [ "$res" = 6 ]; check resumed_counted $? "resumed=$res"
 sleep 1.2   # a dashboard sample, once a second
